@@ -1,0 +1,64 @@
+"""Where the engine's SQL and the Alembic scripts are.
+
+In a wheel they are package data (``memgov_pg/sql``, ``memgov_pg/alembic``);
+in a source checkout (an editable install) they are the top-level ``sql/`` and
+``alembic/`` directories of the repository.
+"""
+
+from __future__ import annotations
+
+import re
+from functools import cache
+from importlib import resources
+from pathlib import Path
+
+_PACKAGE_DIR = Path(__file__).resolve().parent
+
+
+def _find(name: str) -> Path:
+    packaged = resources.files("memgov_pg") / name
+    if packaged.is_dir():
+        return Path(str(packaged))
+    checkout = _PACKAGE_DIR.parent / name
+    if checkout.is_dir():
+        return checkout
+    raise FileNotFoundError(f"memgov-pg is installed without its {name}/ directory")
+
+
+def sql_dir() -> Path:
+    """The directory of the engine's SQL files."""
+    return _find("sql")
+
+
+def alembic_dir() -> Path:
+    """The directory of the Alembic environment and revisions."""
+    return _find("alembic")
+
+
+def sql_files() -> list[Path]:
+    """The engine's SQL files in the order they are applied (numeric prefix)."""
+    return sorted(p for p in sql_dir().glob("[0-9][0-9][0-9]_*.sql"))
+
+
+_HEADER = re.compile(r"^--\s*name:\s*([a-z_][a-z0-9_]*)\s*$", re.MULTILINE)
+
+
+def parse_queries(text: str) -> dict[str, str]:
+    """Split a named-query file into {name: sql}; a block starts with ``-- name: x``."""
+    parts = _HEADER.split(text)
+    queries: dict[str, str] = {}
+    for name, body in zip(parts[1::2], parts[2::2], strict=True):
+        if name in queries:
+            raise ValueError(f"queries.sql: query {name!r} is defined twice")
+        queries[name] = body.strip()
+    return queries
+
+
+@cache
+def queries() -> dict[str, str]:
+    """Every query the Python layer sends, from ``sql/queries.sql``."""
+    return parse_queries((sql_dir() / "queries.sql").read_text(encoding="utf-8"))
+
+
+def query(name: str) -> str:
+    return queries()[name]

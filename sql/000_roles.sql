@@ -1,0 +1,28 @@
+-- memgov: roles and schema.
+--
+-- Roles are cluster-wide, so they are created only when missing: several
+-- governed databases in one cluster share them. All four are NOLOGIN;
+-- deployments grant them to their own login roles.
+--
+--   memgov_owner     owns every memgov object; SECURITY DEFINER functions run as it
+--   memgov_writer    agents: read/write items, remember, forget
+--   memgov_reviewer  the user-facing application and human reviewers
+--   memgov_admin     deploy, rollback, schedule; works across tenants
+
+DO $roles$
+DECLARE
+    v_role text;
+BEGIN
+    FOREACH v_role IN ARRAY ARRAY['memgov_owner', 'memgov_writer', 'memgov_reviewer', 'memgov_admin'] LOOP
+        IF NOT EXISTS (SELECT FROM pg_catalog.pg_roles WHERE rolname = v_role) THEN
+            EXECUTE pg_catalog.format('CREATE ROLE %I NOLOGIN', v_role);
+        END IF;
+    END LOOP;
+EXCEPTION
+    -- a concurrent migration of another database created it first
+    WHEN duplicate_object THEN NULL;
+END
+$roles$;
+
+CREATE SCHEMA memgov AUTHORIZATION memgov_owner;
+COMMENT ON SCHEMA memgov IS 'memgov-pg: governed long-term memory of AI agents';

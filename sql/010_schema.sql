@@ -1,0 +1,180 @@
+-- memgov: tables.
+--
+-- Every table keeps org_id in its primary and unique keys so that it can be
+-- distributed by tenant later. Objects are created as memgov_owner: no
+-- application role owns a table.
+
+SET ROLE memgov_owner;
+
+-- The governed table: what agents INSERT, UPDATE and DELETE.
+CREATE TABLE memgov.long_term_memory_items (
+    memory_id            uuid         NOT NULL DEFAULT gen_random_uuid(),
+    org_id               text         NOT NULL CHECK (org_id <> ''),
+    project_id           text,
+    agent_id             text,
+    subject_id           text,
+    session_id           text,
+    category             text         NOT NULL CHECK (category <> ''),
+    fact_text            text         NOT NULL,
+    source               text         NOT NULL
+        CHECK (source IN ('user_confirmed', 'agent_extracted', 'system_rule')),
+    confidence           numeric(4,3) NOT NULL CHECK (confidence BETWEEN 0 AND 1),
+    is_sensitive         boolean      NOT NULL DEFAULT false,
+    retention_policy     text         NOT NULL DEFAULT 'permanent_until_revoked'
+        CHECK (retention_policy IN ('permanent_until_revoked', 'ttl_7d', 'ttl_30d', 'confidence_based')),
+    context_source       text,
+    metadata             jsonb        NOT NULL DEFAULT '{}'::jsonb
+        CHECK (jsonb_typeof(metadata) = 'object'),
+    status               text         NOT NULL DEFAULT 'active'
+        CHECK (status IN ('active', 'pending_approval')),
+    created_at           timestamptz  NOT NULL DEFAULT now(),
+    updated_at           timestamptz  NOT NULL DEFAULT now(),
+    last_confirmed_at    timestamptz,
+    expires_at           timestamptz,
+    low_confidence_since timestamptz,
+    policy_version       text,
+    decision_id          bigint,
+    -- memory_id leads so that feedback functions find a row by id alone
+    PRIMARY KEY (memory_id, org_id)
+);
+COMMENT ON TABLE memgov.long_term_memory_items IS
+    'Long-term memories of AI agents; every write is decided by the active policy';
+
+-- Retention sweeps read only the rows that can expire.
+CREATE INDEX long_term_memory_items_expires_at_idx
+    ON memgov.long_term_memory_items (expires_at)
+    WHERE expires_at IS NOT NULL;
+CREATE INDEX long_term_memory_items_low_confidence_since_idx
+    ON memgov.long_term_memory_items (low_confidence_since)
+    WHERE low_confidence_since IS NOT NULL;
+
+-- The deployed policy versions, global (org_id '*') or per tenant.
+CREATE TABLE memgov.policy_versions (
+    org_id         text        NOT NULL DEFAULT '*' CHECK (org_id <> ''),
+    version        text        NOT NULL,
+    sha256         text        NOT NULL CHECK (sha256 ~ '^[0-9a-f]{64}$'),
+    mode           text        NOT NULL CHECK (mode IN ('monitor', 'enforce', 'strict')),
+    source_yaml    text        NOT NULL,
+    compiled_sql   text        NOT NULL,
+    settings       jsonb       NOT NULL DEFAULT '{}'::jsonb,
+    deployed_at    timestamptz NOT NULL DEFAULT now(),
+    deployed_by    text        NOT NULL DEFAULT current_user,
+    active         boolean     NOT NULL DEFAULT false,
+    PRIMARY KEY (org_id, version)
+);
+COMMENT ON TABLE memgov.policy_versions IS
+    'Every deployed policy version; at most one active per org_id (''*'' = global)';
+CREATE UNIQUE INDEX policy_versions_one_active_idx
+    ON memgov.policy_versions (org_id) WHERE active;
+
+-- The rules of each deployed version, one row per rule.
+CREATE TABLE memgov.memory_policy_rules (
+    org_id          text    NOT NULL DEFAULT '*',
+    policy_version  text    NOT NULL,
+    rule_id         text    NOT NULL,
+    rule_key        text    NOT NULL,
+    position        integer NOT NULL,
+    category        text[],
+    condition       jsonb   NOT NULL,
+    action          text    NOT NULL
+        CHECK (action IN ('allow', 'deny', 'require_approval', 'quarantine', 'auto_delete')),
+    priority        integer NOT NULL,
+    reason_codes    text[]  NOT NULL DEFAULT '{}',
+    description     text,
+    PRIMARY KEY (org_id, policy_version, rule_id),
+    FOREIGN KEY (org_id, policy_version)
+        REFERENCES memgov.policy_versions (org_id, version) ON DELETE CASCADE
+);
+COMMENT ON TABLE memgov.memory_policy_rules IS 'The rules of every deployed policy version, one row per rule';
+COMMENT ON COLUMN memgov.memory_policy_rules.rule_key IS
+    'sha256 of the rule''s canonical definition: the same rule across versions has the same key';
+COMMENT ON COLUMN memgov.memory_policy_rules.category IS 'category scope; NULL = every category';
+
+-- Every decision, written in the same transaction as the write it decided.
+CREATE TABLE memgov.decision_log (
+    decision_id       bigint       GENERATED ALWAYS AS IDENTITY,
+    decided_at        timestamptz  NOT NULL DEFAULT now(),
+    operation         text         NOT NULL
+        CHECK (operation IN ('remember', 'update', 'forget', 'search', 'get')),
+    memory_id         uuid,
+    org_id            text         NOT NULL,
+    action            text         NOT NULL
+        CHECK (action IN ('allow', 'deny', 'require_approval', 'quarantine')),
+    reason_codes      text[]       NOT NULL DEFAULT '{}',
+    matched_rule_ids  text[]       NOT NULL DEFAULT '{}',
+    policy_version    text,
+    mode              text         CHECK (mode IN ('monitor', 'enforce', 'strict')),
+    enforced          boolean      NOT NULL,
+    actor             text         NOT NULL DEFAULT current_user,
+    risk_score        numeric(4,3) CHECK (risk_score BETWEEN 0 AND 1),
+    risk_level        text         CHECK (risk_level IN ('low', 'medium', 'high', 'critical')),
+    PRIMARY KEY (org_id, decision_id)
+);
+COMMENT ON TABLE memgov.decision_log IS 'Append-only log of policy decisions';
+-- Time-ordered appends: a BRIN index answers "the last 24 hours" for almost nothing.
+CREATE INDEX decision_log_decided_at_idx ON memgov.decision_log USING brin (decided_at);
+
+-- Writes held for a human decision.
+CREATE TABLE memgov.approval_requests (
+    request_id      uuid        NOT NULL DEFAULT gen_random_uuid(),
+    memory_id       uuid,
+    org_id          text        NOT NULL,
+    operation       text        NOT NULL CHECK (operation IN ('remember', 'update', 'forget')),
+    payload         jsonb       NOT NULL,
+    status          text        NOT NULL DEFAULT 'pending'
+        CHECK (status IN ('pending', 'approved', 'denied', 'expired')),
+    requested_at    timestamptz NOT NULL DEFAULT now(),
+    requested_by    text        NOT NULL DEFAULT current_user,
+    decided_at      timestamptz,
+    decided_by      text,
+    note            text,
+    decision_id     bigint,
+    policy_version  text,
+    PRIMARY KEY (request_id, org_id),
+    CHECK ((status = 'pending') = (decided_at IS NULL))
+);
+COMMENT ON TABLE memgov.approval_requests IS 'Writes held until a human approves or denies them';
+-- Reviewers list a tenant's open requests; the sweep expires the oldest.
+CREATE INDEX approval_requests_pending_idx
+    ON memgov.approval_requests (org_id, requested_at) WHERE status = 'pending';
+CREATE INDEX approval_requests_pending_age_idx
+    ON memgov.approval_requests (requested_at) WHERE status = 'pending';
+CREATE INDEX approval_requests_memory_idx
+    ON memgov.approval_requests (memory_id) WHERE status = 'pending';
+
+-- Writes diverted by a quarantine decision: full payload, never stored as memory.
+CREATE TABLE memgov.quarantine (
+    quarantine_id   uuid        NOT NULL DEFAULT gen_random_uuid(),
+    org_id          text        NOT NULL,
+    operation       text        NOT NULL CHECK (operation IN ('remember', 'update', 'forget')),
+    memory_id       uuid,
+    payload         jsonb       NOT NULL,
+    decision        jsonb       NOT NULL,
+    status          text        NOT NULL DEFAULT 'held'
+        CHECK (status IN ('held', 'released', 'purged')),
+    quarantined_at  timestamptz NOT NULL DEFAULT now(),
+    quarantined_by  text        NOT NULL DEFAULT current_user,
+    resolved_at     timestamptz,
+    resolved_by     text,
+    PRIMARY KEY (quarantine_id, org_id)
+);
+COMMENT ON TABLE memgov.quarantine IS 'Writes diverted by a quarantine decision, with their full payload';
+CREATE INDEX quarantine_held_idx
+    ON memgov.quarantine (org_id, quarantined_at) WHERE status = 'held';
+
+-- Confirm / reject / edit / forget feedback, with confidence before and after.
+CREATE TABLE memgov.feedback_events (
+    event_id           bigint       GENERATED ALWAYS AS IDENTITY,
+    memory_id          uuid         NOT NULL,
+    org_id             text         NOT NULL,
+    kind               text         NOT NULL CHECK (kind IN ('confirm', 'reject', 'edit', 'forget')),
+    confidence_before  numeric(4,3),
+    confidence_after   numeric(4,3),
+    actor              text         NOT NULL DEFAULT current_user,
+    at                 timestamptz  NOT NULL DEFAULT now(),
+    PRIMARY KEY (org_id, event_id)
+);
+COMMENT ON TABLE memgov.feedback_events IS 'Confirm, reject, edit and forget feedback with confidence before and after';
+CREATE INDEX feedback_events_memory_idx ON memgov.feedback_events (memory_id);
+
+RESET ROLE;
