@@ -1,0 +1,100 @@
+"""The command line against real servers: migrate, status, the embedded cluster, bad input."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from memgov_pg.cluster import free_port
+from memgov_pg.migrate import current_revision, head_revision
+from tests.cli_helpers import assert_one_line_error, run_memgov
+
+
+def test_migrate_with_dsn(empty_dsn):
+    result = run_memgov("migrate", "--dsn", empty_dsn, "--json")
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout) == {"from": None, "to": head_revision()}
+    again = run_memgov("migrate", "--dsn", empty_dsn)
+    assert again.returncode == 0
+    assert "already at" in again.stdout
+
+
+def test_migrate_with_memgov_dsn_environment(empty_dsn):
+    result = run_memgov("migrate", env={"MEMGOV_DSN": empty_dsn})
+    assert result.returncode == 0, result.stderr
+    assert current_revision(empty_dsn) == head_revision()
+
+
+def test_status_reports_revision_and_tables(memgov_dsn):
+    result = run_memgov("status", "--dsn", memgov_dsn, "--json")
+    assert result.returncode == 0, result.stderr
+    status = json.loads(result.stdout)
+    assert status["schema_revision"] == status["head_revision"] == head_revision()
+    assert "long_term_memory_items" in status["tables"]
+
+
+@pytest.mark.parametrize(
+    ("dsn", "fragment"),
+    [
+        ("not a dsn", "invalid DSN"),
+        (f"postgresql://postgres@127.0.0.1:{free_port()}/memgov", "Connection refused"),
+        ("host=no-such-host.invalid dbname=x", "no-such-host.invalid"),
+    ],
+    ids=["malformed", "refused", "unknown-host"],
+)
+@pytest.mark.parametrize("command", ["migrate", "status"])
+def test_bad_dsn_is_one_line(command, dsn, fragment):
+    assert_one_line_error(run_memgov(command, "--dsn", dsn), fragment)
+
+
+def test_wrong_database_name_is_one_line(memgov_server):
+    dsn = memgov_server.dsn("no_such_database")
+    assert_one_line_error(run_memgov("migrate", "--dsn", dsn), "no_such_database")
+
+
+def test_no_dsn_and_no_embedded_cluster(tmp_path):
+    result = run_memgov("status", cwd=tmp_path)
+    assert_one_line_error(result, "memgov up")
+
+
+def test_missing_server_binaries(tmp_path):
+    result = run_memgov("up", env={"MEMGOV_PG_BINDIR": str(tmp_path / "nothing"), "MEMGOV_HOME": str(tmp_path)})
+    assert_one_line_error(result, "binaries not found")
+
+
+def test_unknown_command_is_a_usage_error():
+    result = run_memgov("frobnicate")
+    assert result.returncode == 2
+    assert "Traceback" not in result.stderr
+
+
+@pytest.mark.slow
+def test_embedded_cluster_up_migrate_down(tmp_path):
+    home = tmp_path / "home" / ".memgov"
+    env = {"MEMGOV_HOME": str(home)}
+    up = run_memgov("up", "--json", env=env)
+    assert up.returncode == 0, up.stderr
+    info = json.loads(up.stdout)
+    try:
+        with psycopg.connect(info["dsn"]) as conn:
+            preload = conn.execute("SHOW shared_preload_libraries").fetchone()[0]
+            assert "pg_cron" in preload
+        # every command uses the embedded cluster when no DSN is given
+        migrated = run_memgov("migrate", env=env)
+        assert migrated.returncode == 0, migrated.stderr
+        assert current_revision(info["dsn"]) == head_revision()
+        # `up` again is harmless and keeps the same DSN
+        again = run_memgov("up", "--json", env=env)
+        assert again.returncode == 0, again.stderr
+        assert json.loads(again.stdout)["dsn"] == info["dsn"]
+    finally:
+        down = run_memgov("down", env=env)
+    assert down.returncode == 0, down.stderr
+    assert down.stdout.strip() == "stopped"
+    stopped = run_memgov("status", env=env)
+    assert_one_line_error(stopped, "memgov up")
+    shutil.rmtree(Path(info["datadir"]).parent, ignore_errors=True)
