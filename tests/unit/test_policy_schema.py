@@ -1,0 +1,130 @@
+"""policies/schema/memgov-policy.schema.json: a valid draft 2020-12 schema that
+accepts every shipped policy and every policy the Python validator accepts in
+the corpus, and that lists the same fields, operators and actions as the code."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from jsonschema import Draft202012Validator
+
+from memgov_pg.policy import (
+    ACTIONS,
+    FIELDS,
+    MODES,
+    OPERATORS,
+    WRITE_ACTIONS,
+    analyze_policy,
+)
+
+ROOT = Path(__file__).resolve().parents[2]
+POLICIES = ROOT / "policies"
+SCHEMA_PATH = POLICIES / "schema" / "memgov-policy.schema.json"
+CASES_DIR = ROOT / "tests" / "cases" / "policy"
+
+
+@pytest.fixture(scope="module")
+def schema() -> dict[str, Any]:
+    data: dict[str, Any] = json.loads(SCHEMA_PATH.read_text(encoding="utf-8"))
+    return data
+
+
+@pytest.fixture(scope="module")
+def validator(schema: dict[str, Any]) -> Draft202012Validator:
+    return Draft202012Validator(schema)
+
+
+def _policy_files() -> list[Path]:
+    return sorted(p for p in POLICIES.rglob("*.yaml") if "schema" not in p.relative_to(POLICIES).parts)
+
+
+def _jsonable(value: Any) -> Any:
+    """YAML -> the JSON an editor would see (timestamps become strings)."""
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, dt.date | dt.datetime):
+        return value.isoformat()
+    return value
+
+
+def _errors(validator: Draft202012Validator, document: Any) -> list[str]:
+    return [
+        f"{'/'.join(map(str, e.absolute_path)) or '<root>'}: {e.message}"
+        for e in validator.iter_errors(_jsonable(document))
+    ]
+
+
+def test_schema_is_valid(schema: dict[str, Any]) -> None:
+    Draft202012Validator.check_schema(schema)
+    assert schema["$schema"] == "https://json-schema.org/draft/2020-12/schema"
+
+
+def test_there_are_policies_to_check() -> None:
+    assert len(_policy_files()) >= 4
+
+
+@pytest.mark.parametrize("path", _policy_files(), ids=lambda p: str(p.relative_to(POLICIES)))
+def test_shipped_policy_matches_schema(validator: Draft202012Validator, path: Path) -> None:
+    document = yaml.safe_load(path.read_text(encoding="utf-8"))
+    assert not _errors(validator, document)
+
+
+def _valid_corpus_policies() -> list[Any]:
+    params = []
+    for path in sorted(CASES_DIR.glob("*.yaml")):
+        for case in yaml.safe_load(path.read_text(encoding="utf-8")):
+            if "want" in case:
+                params.append(pytest.param(case["policy"], id=f"{path.stem}: {case['note']}"))
+    return params
+
+
+@pytest.mark.parametrize("text", _valid_corpus_policies())
+def test_schema_accepts_what_the_validator_accepts(validator: Draft202012Validator, text: str) -> None:
+    assert analyze_policy(text).ok
+    assert not _errors(validator, yaml.safe_load(text))
+
+
+@pytest.mark.parametrize(
+    "text, where",
+    [
+        ('version: "1.0.0"\nrulez: []\n', "<root>"),
+        ("version: 1.0.0\nmode: enforcing\n", "mode"),
+        ('version: "1.0.0"\nrules: [{id: a, priority: 1, action: denyy}]\n', "rules/0/action"),
+        (
+            'version: "1.0.0"\nrules: [{id: a, priority: 1, action: deny,'
+            " when: [{field: is_sensitive, operator: gt, value: true}]}]\n",
+            "rules/0/when/0/operator",
+        ),
+        (
+            'version: "1.0.0"\nrules: [{id: a, priority: 1, action: deny, condition: {confidance: 0.5}}]\n',
+            "rules/0/condition",
+        ),
+        (
+            'version: "1.0.0"\nrules: [{id: a, priority: 1, action: deny, condition: {confidence: {gte: 1.5}}}]\n',
+            "rules/0/condition/confidence",
+        ),
+        ('version: "1.0.0"\nretention: {approval_ttl: 3 fortnights}\n', "retention/approval_ttl"),
+    ],
+)
+def test_schema_flags_common_mistakes(validator: Draft202012Validator, text: str, where: str) -> None:
+    errors = _errors(validator, yaml.safe_load(text))
+    assert any(e.startswith(where + ":") for e in errors), errors
+    assert not analyze_policy(text).ok
+
+
+def test_schema_lists_the_code_tables(schema: dict[str, Any]) -> None:
+    defs = schema["$defs"]
+    assert defs["field"]["anyOf"][0]["enum"] == list(FIELDS)
+    assert defs["operator"]["enum"] == list(OPERATORS)
+    assert set(defs["action"]["enum"]) == set(ACTIONS)
+    assert schema["properties"]["mode"]["enum"] == list(MODES)
+    miss = schema["properties"]["defaults"]["properties"]["on_policy_miss"]["enum"]
+    assert set(miss) == set(WRITE_ACTIONS) | {"auto_confirm", "require_user_approval"}
+    assert set(defs["conditionMap"]["properties"]) == set(FIELDS)
