@@ -97,9 +97,10 @@ def _local_server() -> Server:
 
 def _docker_server() -> Server:
     try:
-        import docker  # type: ignore[import-untyped]
         from testcontainers.core.image import DockerImage  # type: ignore[import-untyped]
         from testcontainers.postgres import PostgresContainer  # type: ignore[import-untyped]
+
+        import docker  # type: ignore[import-untyped]
 
         docker.from_env().ping()
     except Exception as exc:  # no client library, no engine, no permission

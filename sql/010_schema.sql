@@ -56,6 +56,7 @@ CREATE TABLE memgov.policy_versions (
     mode           text        NOT NULL CHECK (mode IN ('monitor', 'enforce', 'strict')),
     source_yaml    text        NOT NULL,
     compiled_sql   text        NOT NULL,
+    function_name  text        NOT NULL CHECK (function_name ~ '^policy_[0-9a-f]{16}$'),
     settings       jsonb       NOT NULL DEFAULT '{}'::jsonb,
     deployed_at    timestamptz NOT NULL DEFAULT now(),
     deployed_by    text        NOT NULL DEFAULT current_user,
@@ -64,6 +65,10 @@ CREATE TABLE memgov.policy_versions (
 );
 COMMENT ON TABLE memgov.policy_versions IS
     'Every deployed policy version; at most one active per org_id (''*'' = global)';
+COMMENT ON COLUMN memgov.policy_versions.function_name IS
+    'the compiled decision function memgov.<function_name>; internal, callers use memgov.decide';
+COMMENT ON COLUMN memgov.policy_versions.settings IS
+    'mode, on_policy_miss, risk_thresholds, feedback, sources and retention of the version';
 CREATE UNIQUE INDEX policy_versions_one_active_idx
     ON memgov.policy_versions (org_id) WHERE active;
 

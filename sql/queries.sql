@@ -36,3 +36,44 @@ SELECT to_regclass('public.memgov_alembic_version') IS NOT NULL AS exists;
 -- name: current_revision
 -- The Alembic revision of the memgov schema.
 SELECT version_num FROM public.memgov_alembic_version;
+
+-- name: check_regex
+-- Whether PostgreSQL can compile a policy's regex (raises 2201B when not).
+SELECT '' ~ %(pattern)s;
+
+-- name: rollback_policy
+SELECT memgov.rollback_policy(%(org_id)s, %(to)s);
+
+-- name: evaluate
+SELECT memgov.evaluate(%(item)s, %(operation)s);
+
+-- name: explain
+SELECT memgov.explain(%(item)s, %(operation)s);
+
+-- name: set_tenant
+-- MemoryPolicyEngine: the tenant of this transaction (row level security reads it).
+SELECT set_config('memgov.org_id', %(org_id)s, true);
+
+-- name: remember
+SELECT memgov.remember(%(item)s);
+
+-- name: forget
+SELECT memgov.forget(%(memory_id)s::uuid);
+
+-- name: confirm
+SELECT memgov.confirm(%(memory_id)s::uuid);
+
+-- name: reject
+SELECT memgov.reject(%(memory_id)s::uuid);
+
+-- name: edit
+SELECT memgov.edit(%(memory_id)s::uuid, %(new_text)s);
+
+-- name: approve
+SELECT memgov.approve(%(request_id)s::uuid, %(note)s);
+
+-- name: deny
+SELECT memgov.deny(%(request_id)s::uuid, %(note)s);
+
+-- name: apply_retention
+SELECT memgov.apply_retention(%(memory_id)s::uuid);

@@ -5,7 +5,12 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+
+import psycopg
+import pytest
 
 
 def run_memgov(*args: str, env: dict[str, str] | None = None, cwd: Path | str | None = None,
@@ -31,3 +36,11 @@ def assert_one_line_error(result: subprocess.CompletedProcess[str], *fragments: 
     assert lines[0].startswith("memgov: error: "), lines[0]
     for fragment in fragments:
         assert fragment in lines[0], lines[0]
+
+
+@contextmanager
+def raises_sqlstate(code: str) -> Iterator[pytest.ExceptionInfo[psycopg.Error]]:
+    """Like pytest.raises, for a database error with SQLSTATE ``code`` (memgov's MGxxx too)."""
+    with pytest.raises(psycopg.Error) as info:
+        yield info
+    assert info.value.sqlstate == code, f"SQLSTATE {info.value.sqlstate}, not {code}: {info.value}"

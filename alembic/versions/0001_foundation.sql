@@ -88,6 +88,7 @@ CREATE TABLE memgov.policy_versions (
     mode           text        NOT NULL CHECK (mode IN ('monitor', 'enforce', 'strict')),
     source_yaml    text        NOT NULL,
     compiled_sql   text        NOT NULL,
+    function_name  text        NOT NULL CHECK (function_name ~ '^policy_[0-9a-f]{16}$'),
     settings       jsonb       NOT NULL DEFAULT '{}'::jsonb,
     deployed_at    timestamptz NOT NULL DEFAULT now(),
     deployed_by    text        NOT NULL DEFAULT current_user,
@@ -96,6 +97,10 @@ CREATE TABLE memgov.policy_versions (
 );
 COMMENT ON TABLE memgov.policy_versions IS
     'Every deployed policy version; at most one active per org_id (''*'' = global)';
+COMMENT ON COLUMN memgov.policy_versions.function_name IS
+    'the compiled decision function memgov.<function_name>; internal, callers use memgov.decide';
+COMMENT ON COLUMN memgov.policy_versions.settings IS
+    'mode, on_policy_miss, risk_thresholds, feedback, sources and retention of the version';
 CREATE UNIQUE INDEX policy_versions_one_active_idx
     ON memgov.policy_versions (org_id) WHERE active;
 
@@ -224,7 +229,15 @@ REVOKE ALL ON SCHEMA memgov FROM PUBLIC;
 GRANT USAGE ON SCHEMA memgov TO memgov_writer, memgov_reviewer, memgov_admin;
 
 -- The governed table: agents write, reviewers read, admins do everything.
-GRANT SELECT, INSERT, UPDATE, DELETE ON memgov.long_term_memory_items TO memgov_writer;
+-- Writers may set the columns an agent owns; the engine's columns (status,
+-- policy_version, decision_id, created_at, updated_at, last_confirmed_at,
+-- expires_at, low_confidence_since) are out of their reach.
+GRANT SELECT, DELETE ON memgov.long_term_memory_items TO memgov_writer;
+GRANT INSERT (memory_id, org_id, project_id, agent_id, subject_id, session_id, category, fact_text,
+              source, confidence, is_sensitive, retention_policy, context_source, metadata),
+      UPDATE (project_id, agent_id, subject_id, session_id, category, fact_text,
+              source, confidence, is_sensitive, retention_policy, context_source, metadata)
+    ON memgov.long_term_memory_items TO memgov_writer;
 GRANT SELECT ON memgov.long_term_memory_items TO memgov_reviewer;
 
 -- Logs and queues are read by reviewers; they change only through memgov functions.

@@ -1,0 +1,602 @@
+"""Policy model -> static PL/pgSQL.
+
+A policy version compiles into three functions, named after a hash of the
+tenant and the policy file (callers never use these names: the dispatchers of
+``sql/030_policy.sql`` route to them):
+
+* ``memgov.policy_<h>(item, operation, actor) -> memgov.decision`` — the write
+  decision. Rules are indexed: the body branches on ``operation_type`` (when a
+  rule scopes by it) and on ``category`` (a binary search over the categories
+  the policy names), and each branch holds only the rules that can apply to
+  it, in priority order, wildcard rules included. First match wins.
+* ``memgov.policy_<h>_explain(item, operation, actor) -> jsonb`` — every write
+  rule, whether it is in scope, whether it matched, the first failing condition.
+* ``memgov.policy_<h>_retention(item) -> text`` — the first ``auto_delete`` rule
+  that matches the row (its id), or NULL: the retention sweep's predicate.
+
+Nothing is interpreted at run time: no EXECUTE, no JSON rules. Values from the
+policy reach SQL only through :func:`literal`; identifiers only from the fixed
+field table of :mod:`memgov_pg.policy`.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any
+
+from .policy import (
+    Condition,
+    FieldOrigin,
+    Policy,
+    RelativeTime,
+    Rule,
+    lookup_field,
+)
+
+COMPILER_VERSION = "1"
+
+# Dispatch on category by binary search once a branch list is longer than this.
+_LINEAR_DISPATCH_MAX = 4
+_IDENTIFIER = re.compile(r"^[a-z_][a-z0-9_]*$")
+
+# ---------------------------------------------------------------------------
+# Literals: the only way a policy value reaches SQL
+# ---------------------------------------------------------------------------
+
+
+def literal(value: Any) -> str:
+    """An SQL literal for a policy value.
+
+    Strings become ``E'...'`` literals with backslashes and quotes doubled, so
+    their meaning does not depend on ``standard_conforming_strings``; NUL, which
+    PostgreSQL text cannot hold, is refused.
+    """
+    if value is None:
+        return "NULL"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, Decimal):
+        if not value.is_finite():
+            raise ValueError(f"not a finite number: {value}")
+        return format(value, "f")
+    if isinstance(value, str):
+        if "\x00" in value:
+            raise ValueError("text values cannot contain NUL characters")
+        quoted = value.replace("'", "''")
+        if "\\" in value:
+            # E'' keeps the meaning whatever standard_conforming_strings says
+            return "E'" + quoted.replace("\\", "\\\\") + "'"
+        return "'" + quoted + "'"
+    if isinstance(value, dt.datetime):
+        return f"{literal(value.isoformat())}::timestamptz"
+    raise TypeError(f"no SQL literal for {value!r}")
+
+
+def text_array(values: Iterable[str]) -> str:
+    items = [literal(v) for v in values]
+    return f"ARRAY[{', '.join(items)}]::text[]" if items else "ARRAY[]::text[]"
+
+
+def jsonb_literal(doc: Any) -> str:
+    return f"{literal(json.dumps(doc, sort_keys=True, separators=(',', ':')))}::jsonb"
+
+
+def dollar_quote(body: str, tag: str) -> str:
+    """``$tag$body$tag$`` with a tag that does not occur in ``body``."""
+    candidate, n = tag, 0
+    while f"${candidate}$" in body:
+        n += 1
+        candidate = f"{tag}{n}"
+    return f"${candidate}${body}${candidate}$"
+
+
+# ---------------------------------------------------------------------------
+# Conditions
+# ---------------------------------------------------------------------------
+
+
+def field_sql(field: str) -> str:
+    """The SQL expression that reads a field inside a compiled function."""
+    spec = lookup_field(field)
+    if spec is None:  # the validator never lets one through
+        raise ValueError(f"unknown field {field!r}")
+    origin = spec.origin
+    if origin is FieldOrigin.OPERATION:
+        return "p_operation"
+    if origin is FieldOrigin.ACTOR:
+        return "p_actor"
+    if origin is FieldOrigin.ITEM:
+        assert spec.column is not None and _IDENTIFIER.match(spec.column)
+        return f"p_item.{spec.column}"
+    if origin is FieldOrigin.METADATA:
+        return f"(p_item.metadata ->> {literal(spec.metadata_key)})"
+    if field == "content.contains_pii":
+        return "v_pii"
+    if field == "content.contains_secret":
+        return "v_secret"
+    if field == "content.length":
+        return "char_length(p_item.fact_text)"
+    if field == "risk_score":
+        return "v_risk_score"
+    if field == "risk_level":
+        return "v_risk_level"
+    raise ValueError(f"no SQL for field {field!r}")
+
+
+def _value_sql(value: Any) -> str:
+    if isinstance(value, RelativeTime):
+        return f"(now() - {literal(str(value.ago))}::interval)"
+    return literal(value)
+
+
+_COMPARISON = {"gt": ">", "gte": ">=", "lt": "<", "lte": "<="}
+
+
+def condition_sql(cond: Condition) -> str:
+    """One condition as a boolean SQL expression.
+
+    NULL semantics: ``eq``, ``in``, the comparisons, ``contains`` and ``regex``
+    are false on NULL; ``neq`` and ``nin`` are true on NULL (a missing value is
+    not equal to, nor in, anything); ``eq null`` / ``neq null`` test IS [NOT] NULL.
+    """
+    expr = field_sql(cond.field)
+    op, value = cond.operator, cond.value
+    if op in ("eq", "neq") and value is None:
+        return f"{expr} IS {'NOT ' if op == 'neq' else ''}NULL"
+    if op == "eq" and isinstance(value, bool):
+        return expr if value else f"NOT {expr}"
+    if op == "eq":
+        return f"{expr} = {_value_sql(value)}"
+    if op == "neq":
+        return f"{expr} IS DISTINCT FROM {_value_sql(value)}"
+    if op in ("in", "nin"):
+        values = tuple(value)
+        non_null = [v for v in values if v is not None]
+        members = ", ".join(_value_sql(v) for v in non_null)
+        has_null = len(non_null) != len(values)
+        if op == "in":
+            parts = [f"{expr} IN ({members})"] if non_null else []
+            if has_null:
+                parts.append(f"{expr} IS NULL")
+            return parts[0] if len(parts) == 1 else "(" + " OR ".join(parts) + ")"
+        if has_null:
+            return f"({expr} IS NOT NULL AND {expr} NOT IN ({members}))" if non_null else f"{expr} IS NOT NULL"
+        return f"({expr} IS NULL OR {expr} NOT IN ({members}))"
+    if op in _COMPARISON:
+        return f"{expr} {_COMPARISON[op]} {_value_sql(value)}"
+    if op == "contains":
+        return f"strpos({expr}, {literal(value)}) > 0"
+    if op == "regex":
+        return f"{expr} ~ {literal(value)}"
+    raise ValueError(f"unknown operator {op!r}")
+
+
+def conditions_sql(conditions: Sequence[Condition], match: str) -> str:
+    if not conditions:
+        return "true"
+    parts = [condition_sql(c) for c in conditions]
+    if len(parts) == 1:
+        return parts[0]
+    joiner = "\n        AND " if match == "all" else "\n        OR "
+    return "(" + joiner.join(parts) + ")"
+
+
+# ---------------------------------------------------------------------------
+# Rule indexing
+# ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class IndexedRule:
+    """A rule with its static scope split off: what dispatch decides is not re-tested."""
+
+    rule: Rule
+    operations: frozenset[str] | None  # None: every operation
+    categories: frozenset[str] | None  # None: every category
+    conditions: tuple[Condition, ...]  # what remains to test at run time
+
+
+def index_rule(rule: Rule) -> IndexedRule:
+    operations: frozenset[str] | None = None
+    remaining = list(rule.conditions)
+    if rule.match == "all" or len(remaining) == 1:
+        for cond in list(remaining):
+            if cond.field == "operation_type" and cond.operator in ("eq", "in") and cond.value is not None:
+                values = frozenset(cond.value) if cond.operator == "in" else frozenset([cond.value])
+                if None in values:
+                    continue
+                operations = values if operations is None else operations & values
+                remaining.remove(cond)
+    categories = frozenset(rule.category_scope) if rule.category_scope is not None else None
+    return IndexedRule(rule, operations, categories, tuple(remaining))
+
+
+# ---------------------------------------------------------------------------
+# The compiled policy
+# ---------------------------------------------------------------------------
+
+
+def function_name(org_id: str, sha256: str) -> str:
+    digest = hashlib.sha256(f"{COMPILER_VERSION}\0{org_id}\0{sha256}".encode()).hexdigest()
+    return f"policy_{digest[:16]}"
+
+
+@dataclass(frozen=True)
+class CompiledPolicy:
+    policy: Policy
+    org_id: str
+    function_name: str
+    sql: str
+
+    def settings(self) -> dict[str, Any]:
+        p = self.policy
+        return {
+            "version": p.version,
+            "mode": p.mode,
+            "on_policy_miss": p.on_policy_miss,
+            "risk_thresholds": _thresholds(p),
+            "feedback": {k: str(v) for k, v in vars(p.feedback).items()},
+            "sources": {k: list(v) for k, v in vars(p.sources).items()},
+            "retention": {
+                "schedule": p.retention.schedule,
+                "batch_size": p.retention.batch_size,
+                "confidence_floor": str(p.retention.confidence_floor),
+                "confidence_grace": str(p.retention.confidence_grace),
+                "approval_ttl": str(p.retention.approval_ttl),
+            },
+        }
+
+    def rule_rows(self) -> list[dict[str, Any]]:
+        """Rows of ``memgov.memory_policy_rules`` (enabled rules, evaluation order)."""
+        rows = []
+        for position, rule in enumerate(r for r in self.policy.rules if r.enabled):
+            rows.append(
+                {
+                    "rule_id": rule.id,
+                    "rule_key": rule.key,
+                    "position": position,
+                    "category": list(rule.category_scope) if rule.category_scope is not None else None,
+                    "condition": rule.condition_json(),
+                    "action": rule.action,
+                    "priority": rule.priority,
+                    "reason_codes": list(rule.reason_codes),
+                    "description": rule.description,
+                }
+            )
+        return rows
+
+    def install_sql(self) -> str:
+        """The statement `memgov deploy` runs: install and activate this version."""
+        p = self.policy
+        args = [
+            ("p_org_id", literal(self.org_id)),
+            ("p_version", literal(p.version)),
+            ("p_sha256", literal(p.sha256)),
+            ("p_mode", literal(p.mode)),
+            ("p_function_name", literal(self.function_name)),
+            ("p_source_yaml", dollar_quote(p.source_text, "policy")),
+            ("p_compiled_sql", dollar_quote("\n" + self.sql, "compiled")),
+            ("p_settings", jsonb_literal(self.settings())),
+            ("p_rules", jsonb_literal(self.rule_rows())),
+        ]
+        body = ",\n    ".join(f"{name} => {value}" for name, value in args)
+        return f"SELECT memgov.install_policy(\n    {body});\n"
+
+    def script(self) -> str:
+        """What `memgov compile` prints: a psql script that deploys this version."""
+        p = self.policy
+        scope = "the global policy" if self.org_id == "*" else f"tenant {self.org_id}"
+        return (
+            f"-- memgov policy {p.version} for {scope}\n"
+            f"-- source sha256 {p.sha256}, compiler {COMPILER_VERSION}\n"
+            f"-- Run with psql as a member of memgov_admin; `memgov deploy` runs the same statement.\n"
+            "BEGIN;\n" + self.install_sql() + "COMMIT;\n"
+        )
+
+
+def _thresholds(policy: Policy) -> dict[str, str]:
+    t = policy.risk_thresholds
+    return {"low_max": str(t.low_max), "medium_max": str(t.medium_max), "high_max": str(t.high_max)}
+
+
+class _Emitter:
+    def __init__(self, policy: Policy, org_id: str, name: str) -> None:
+        self.policy = policy
+        self.org_id = org_id
+        self.name = name
+        self.enforced = policy.mode != "monitor"
+
+    # -- decisions ------------------------------------------------------------
+    def decision(self, action: str, reason_codes: Sequence[str], rule_ids: Sequence[str]) -> str:
+        p = self.policy
+        return (
+            f"ROW({literal(action)}, {text_array(reason_codes)}, {text_array(rule_ids)}, "
+            f"{literal(p.version)}, {literal(p.mode)}, {literal(self.enforced)}, "
+            f"v_risk_score, v_risk_level)::memgov.decision"
+        )
+
+    def miss(self) -> str:
+        action = "deny" if self.policy.mode == "strict" else self.policy.on_policy_miss
+        return self.decision(action, ["DEFAULT_POLICY"], [])
+
+    def rule_decision(self, rule: Rule) -> str:
+        return self.decision(rule.action, rule.reason_codes, [rule.id])
+
+    # -- prologue: detectors, risk, strict completeness -------------------------
+    def declarations(self, fields: frozenset[str]) -> list[str]:
+        lines = ["    v_risk_score numeric;", "    v_risk_level text;"]
+        if fields & {"content.contains_pii", "risk_score", "risk_level"}:
+            lines.append("    v_pii boolean;")
+        if fields & {"content.contains_secret", "risk_score", "risk_level"}:
+            lines.append("    v_secret boolean;")
+        return lines
+
+    def prologue(self, fields: frozenset[str], *, with_risk: bool) -> list[str]:
+        """Compute each detector at most once, and only when the rules read it."""
+        out = []
+        needs_risk = with_risk and bool(fields & {"risk_score", "risk_level"})
+        if "content.contains_pii" in fields or needs_risk:
+            out.append("    v_pii := memgov.contains_pii(p_item.fact_text);")
+        if "content.contains_secret" in fields or needs_risk:
+            out.append("    v_secret := memgov.contains_secret(p_item.fact_text);")
+        if needs_risk:
+            thresholds = jsonb_literal(_thresholds(self.policy))
+            out.append(
+                "    SELECT r.score, r.level INTO v_risk_score, v_risk_level\n"
+                "      FROM memgov.risk_assessment(p_operation, v_pii, v_secret, p_item.context_source,\n"
+                f"                                  p_item.org_id, p_item.project_id, {thresholds}) AS r;"
+            )
+        return out
+
+    def source_check(self) -> list[str]:
+        """Only the roles of the policy's ``sources:`` map may claim a fact source."""
+        out = []
+        for source in ("user_confirmed", "system_rule", "agent_extracted"):
+            roles = self.policy.sources.roles_for(source)
+            if "*" in roles:
+                continue
+            out += [
+                f"    IF p_item.source = {literal(source)} AND NOT memgov.actor_may(p_actor, {text_array(roles)}) THEN",
+                f"        RETURN {self.decision('deny', ['SOURCE_NOT_PERMITTED'], [])};",
+                "    END IF;",
+            ]
+        return (["    -- sources: which roles may claim which fact source"] + out) if out else []
+
+    def strict_check(self, fields: frozenset[str]) -> list[str]:
+        if self.policy.mode != "strict":
+            return []
+        nullable = sorted(f for f in fields if (spec := lookup_field(f)) is not None and spec.nullable)
+        # columns the table declares NOT NULL may still be missing in an evaluated JSON item
+        required = sorted(
+            f for f in fields
+            if (spec := lookup_field(f)) is not None and spec.origin is FieldOrigin.ITEM and not spec.nullable
+        )  # fmt: skip
+        tests = [f"{field_sql(f)} IS NULL" for f in required + nullable]
+        if not tests:
+            return []
+        cond = "\n       OR ".join(tests)
+        return [
+            f"    -- strict mode: the policy reads {', '.join(required + nullable)}",
+            f"    IF {cond} THEN",
+            f"        RETURN {self.decision('deny', ['STRICT_INCOMPLETE'], [])};",
+            "    END IF;",
+        ]
+
+    # -- the rule tree --------------------------------------------------------
+    def rules_block(self, rules: Sequence[IndexedRule], indent: int) -> list[str]:
+        pad = " " * indent
+        out: list[str] = []
+        for r in rules:
+            cond = conditions_sql(r.conditions, r.rule.match)
+            out.append(f"{pad}-- {r.rule.id} (priority {r.rule.priority})".replace("\n", " "))
+            if cond == "true":
+                out.append(f"{pad}RETURN {self.rule_decision(r.rule)};")
+                return out  # later rules in this branch are unreachable
+            cond = cond.replace("\n", "\n" + pad)
+            out.append(f"{pad}IF {cond} THEN")
+            out.append(f"{pad}    RETURN {self.rule_decision(r.rule)};")
+            out.append(f"{pad}END IF;")
+        return out
+
+    def category_tree(self, rules: Sequence[IndexedRule], indent: int) -> list[str]:
+        """Rules of one operation branch, dispatched on category.
+
+        A category that some rule names gets a branch with its own rules and
+        the wildcard ones, in priority order, ending in the miss decision; any
+        other category falls through to the wildcard rules alone.
+        """
+        categories = sorted({c for r in rules if r.categories for c in r.categories})
+        wildcard = [r for r in rules if r.categories is None]
+        if not categories:
+            return self.rules_block(wildcard, indent)
+
+        def branch(cat: str, depth: int) -> list[str]:
+            body = self.rules_block([r for r in rules if r.categories is None or cat in r.categories], depth)
+            if not body or not body[-1].lstrip().startswith("RETURN"):
+                body.append(f"{' ' * depth}RETURN {self.miss()};")
+            return body
+
+        def tree(cats: Sequence[str], depth: int) -> list[str]:
+            p = " " * depth
+            if len(cats) <= _LINEAR_DISPATCH_MAX:
+                lines = []
+                for i, cat in enumerate(cats):
+                    lines.append(f"{p}{'IF' if i == 0 else 'ELSIF'} p_item.category = {literal(cat)} THEN")
+                    lines.extend(branch(cat, depth + 4))
+                lines.append(f"{p}END IF;")
+                return lines
+            mid = len(cats) // 2
+            return [
+                f'{p}IF p_item.category COLLATE "C" < {literal(cats[mid])} THEN',
+                *tree(cats[:mid], depth + 4),
+                f"{p}ELSE",
+                *tree(cats[mid:], depth + 4),
+                f"{p}END IF;",
+            ]
+
+        out = [f"{' ' * indent}-- dispatch on category ({len(categories)} named by rules)"]
+        out.extend(tree(categories, indent))
+        out.extend(self.rules_block(wildcard, indent))
+        return out
+
+    def decide_body(self, indexed: Sequence[IndexedRule]) -> list[str]:
+        operations = sorted({o for r in indexed if r.operations for o in r.operations})
+        if not operations:
+            return self.category_tree(indexed, 4)
+        out = [f"    -- dispatch on operation_type ({', '.join(operations)} named by rules)"]
+        for i, op in enumerate(operations):
+            out.append(f"    {'IF' if i == 0 else 'ELSIF'} p_operation = {literal(op)} THEN")
+            body = self.category_tree([r for r in indexed if r.operations is None or op in r.operations], 8)
+            if not body or not body[-1].lstrip().startswith("RETURN"):
+                body.append(f"        RETURN {self.miss()};")
+            out.extend(body)
+        out.append("    END IF;")
+        out.extend(self.category_tree([r for r in indexed if r.operations is None], 4))
+        return out
+
+    # -- functions ------------------------------------------------------------
+    def header(self, what: str) -> str:
+        scope = "the global policy" if self.org_id == "*" else f"tenant {self.org_id}"
+        text = f"{what}: memgov policy {self.policy.version} for {scope} (sha256 {self.policy.sha256[:12]})"
+        return "-- " + text.replace("\n", " ")
+
+    def decide_function(self) -> str:
+        rules = self.policy.write_rules
+        fields = self.policy.fields_read
+        indexed = [index_rule(r) for r in rules]
+        body = [
+            *self.source_check(),
+            *self.strict_check(fields),
+            *self.prologue(fields, with_risk=True),
+            *self.decide_body(indexed),
+            "    -- no rule matched",
+            f"    RETURN {self.miss()};",
+        ]
+        return "\n".join(
+            [
+                self.header("Decides a write"),
+                f"CREATE OR REPLACE FUNCTION memgov.{self.name}(",
+                "    p_item memgov.long_term_memory_items, p_operation text, p_actor text)",
+                "RETURNS memgov.decision",
+                "LANGUAGE plpgsql STABLE PARALLEL SAFE",
+                "AS " + _body(["DECLARE", *self.declarations(fields), "BEGIN", *body, "END"]) + ";",
+                f"COMMENT ON FUNCTION memgov.{self.name}(memgov.long_term_memory_items, text, text) IS "
+                f"{literal(f'memgov policy {self.policy.version} ({self.org_id}), sha256 {self.policy.sha256}')};",
+            ]
+        )
+
+    def explain_function(self) -> str:
+        rules = self.policy.write_rules
+        fields = self.policy.fields_read
+        entries = []
+        for rule in rules:
+            ir = index_rule(rule)
+            scope_tests = []
+            if ir.operations is not None:
+                scope_tests.append(f"p_operation IN ({', '.join(literal(o) for o in sorted(ir.operations))})")
+            if ir.categories is not None:
+                scope_tests.append(f"p_item.category IN ({', '.join(literal(c) for c in sorted(ir.categories))})")
+            in_scope = " AND ".join(scope_tests) or "true"
+            conds = list(ir.conditions)
+            if conds:
+                whens = " ".join(
+                    f"WHEN ({condition_sql(c)}) IS NOT TRUE THEN {jsonb_literal(c.to_json())}" for c in conds
+                )
+                first_failed = f"CASE {whens} END" if rule.match == "all" else (
+                    f"CASE WHEN {conditions_sql(conds, 'any')} IS NOT TRUE THEN {jsonb_literal(conds[0].to_json())} END"
+                )
+            else:
+                first_failed = "NULL::jsonb"
+            matched = f"({in_scope}) AND ({conditions_sql(conds, rule.match)}) IS TRUE"
+            entries.append(
+                "    v_rules := v_rules || jsonb_build_object(\n"
+                f"        'rule_id', {literal(rule.id)}, 'priority', {rule.priority}, "
+                f"'action', {literal(rule.action)},\n"
+                f"        'in_scope', ({in_scope}),\n"
+                f"        'matched', {matched},\n"
+                f"        'first_failed_condition', CASE WHEN ({in_scope}) THEN {first_failed} END);"
+            )
+        return "\n".join(
+            [
+                self.header("Explains a write decision rule by rule"),
+                f"CREATE OR REPLACE FUNCTION memgov.{self.name}_explain(",
+                "    p_item memgov.long_term_memory_items, p_operation text, p_actor text)",
+                "RETURNS jsonb",
+                "LANGUAGE plpgsql STABLE PARALLEL SAFE",
+                "AS "
+                + _body(
+                    [
+                        "DECLARE",
+                        *self.declarations(fields),
+                        "    v_rules jsonb := '[]'::jsonb;",
+                        "BEGIN",
+                        *self.prologue(fields, with_risk=True),
+                        *entries,
+                        "    RETURN v_rules;",
+                        "END",
+                    ]
+                )
+                + ";",
+            ]
+        )
+
+    def retention_function(self) -> str:
+        rules = self.policy.retention_rules
+        fields = self.policy.retention_fields_read
+        lines = [
+            self.header("Names the auto_delete rule that makes a row due"),
+            f"CREATE OR REPLACE FUNCTION memgov.{self.name}_retention(p_item memgov.long_term_memory_items)",
+            "RETURNS text",
+            "LANGUAGE plpgsql STABLE PARALLEL SAFE",
+        ]
+        body = [
+            "DECLARE",
+            *[line for line in self.declarations(fields) if "risk" not in line],
+            "BEGIN",
+            "    -- permanent_until_revoked rows are never deleted by an automatic process",
+            "    IF p_item.retention_policy = 'permanent_until_revoked' THEN",
+            "        RETURN NULL;",
+            "    END IF;",
+            *self.prologue(fields, with_risk=False),
+        ]
+        for rule in rules:
+            ir = index_rule(rule)
+            tests = []
+            if ir.categories is not None:
+                tests.append(f"p_item.category IN ({', '.join(literal(c) for c in sorted(ir.categories))})")
+            cond = conditions_sql(ir.conditions, rule.match)
+            if cond != "true":
+                tests.append(cond)
+            test = " AND ".join(tests) or "true"
+            body.append(f"    -- {rule.id} (priority {rule.priority})".replace("\n", " "))
+            body.append(f"    IF {test} THEN")
+            body.append(f"        RETURN {literal(rule.id)};")
+            body.append("    END IF;")
+        body += ["    RETURN NULL;", "END"]
+        lines.append("AS " + _body(body) + ";")
+        return "\n".join(lines)
+
+
+def _body(lines: Sequence[str]) -> str:
+    """A function body in dollar quotes whose tag occurs nowhere in it."""
+    return dollar_quote("\n" + "\n".join(lines) + "\n", "body")
+
+
+def compile_policy(policy: Policy, org_id: str = "*") -> CompiledPolicy:
+    """Compile a validated policy for the global scope (``'*'``) or one tenant."""
+    if not org_id or "\x00" in org_id:
+        raise ValueError("tenant must be a non-empty string")
+    name = function_name(org_id, policy.sha256)
+    emitter = _Emitter(policy, org_id, name)
+    sql = "\n\n".join(
+        [emitter.decide_function(), emitter.explain_function(), emitter.retention_function()]
+    )
+    return CompiledPolicy(policy, org_id, name, sql + "\n")

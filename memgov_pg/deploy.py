@@ -1,0 +1,119 @@
+"""Validate, compile and install policies; roll back; evaluate items."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import psycopg
+from psycopg import errors
+
+from .compiler import CompiledPolicy, compile_policy
+from .db import connect, first_line, resolve_dsn
+from .errors import MemgovError
+from .policy import Policy, PolicyError, RegexChecker, load_policy
+from .resources import query
+
+GLOBAL = "*"
+
+
+def pg_regex_checker(conn: psycopg.Connection[Any]) -> RegexChecker:
+    """Ask PostgreSQL whether it can compile a pattern (its regex flavour, not Python's)."""
+
+    def check(pattern: str) -> str | None:
+        try:
+            with conn.transaction():
+                conn.execute(query("check_regex"), {"pattern": pattern})
+        except (errors.InvalidRegularExpression, errors.ProgramLimitExceeded) as exc:
+            return first_line(exc)
+        return None
+
+    return check
+
+
+def read_policy(path: str | Path) -> bytes:
+    try:
+        return Path(path).read_bytes()
+    except OSError as exc:
+        raise MemgovError(f"cannot read policy {path}: {exc.strerror or exc}") from None
+
+
+def load(path: str | Path, conn: psycopg.Connection[Any] | None = None) -> Policy:
+    """Load and validate a policy file; regexes are checked by PostgreSQL when ``conn`` is given."""
+    checker = pg_regex_checker(conn) if conn is not None else None
+    return load_policy(read_policy(path), filename=str(path), regex_checker=checker)
+
+
+@contextmanager
+def optional_connection(dsn: str | None) -> Iterator[psycopg.Connection[Any] | None]:
+    """A connection when a database is configured (--dsn, MEMGOV_DSN, `memgov up`), else None."""
+    try:
+        target = resolve_dsn(dsn)
+    except MemgovError:
+        if dsn:
+            raise
+        yield None
+        return
+    with connect(target) as conn:
+        yield conn
+
+
+def compile_file(path: str | Path, tenant: str | None = None, dsn: str | None = None) -> CompiledPolicy:
+    with optional_connection(dsn) as conn:
+        return compile_policy(load(path, conn), tenant or GLOBAL)
+
+
+@dataclass(frozen=True)
+class Deployed:
+    version: str
+    org_id: str
+    function_name: str
+    rules: int
+    warnings: tuple[PolicyError, ...]
+
+
+def deploy(dsn: str, path: str | Path, tenant: str | None = None) -> Deployed:
+    """Validate, compile, install and activate a policy in one transaction."""
+    with connect(dsn) as conn:
+        policy = load(path, conn)
+        compiled = compile_policy(policy, tenant or GLOBAL)
+        conn.execute(compiled.install_sql())
+        conn.commit()
+    return Deployed(
+        policy.version, compiled.org_id, compiled.function_name, len(policy.write_rules) + len(policy.retention_rules),
+        policy.warnings,
+    )
+
+
+def rollback(dsn: str, tenant: str | None = None, to: str | None = None) -> str:
+    """Re-activate an earlier version; returns the version now active."""
+    with connect(dsn) as conn:
+        row = conn.execute(query("rollback_policy"), {"org_id": tenant or GLOBAL, "to": to}).fetchone()
+        conn.commit()
+    assert row is not None
+    return str(row[0])
+
+
+def parse_item(text: str) -> dict[str, Any]:
+    try:
+        item = json.loads(text)
+    except ValueError as exc:
+        raise MemgovError(f"--item is not valid JSON: {exc}") from None
+    if not isinstance(item, dict):
+        raise MemgovError("--item must be a JSON object with the columns of memgov.long_term_memory_items")
+    return item
+
+
+def evaluate(dsn: str, item: dict[str, Any], operation: str = "remember", explain: bool = False) -> dict[str, Any]:
+    """The decision of the active policy on ``item`` (dry run: nothing is written)."""
+    with connect(dsn, autocommit=True) as conn:
+        row = conn.execute(
+            query("explain" if explain else "evaluate"),
+            {"item": psycopg.types.json.Jsonb(item), "operation": operation},
+        ).fetchone()
+    assert row is not None
+    return dict(row[0])

@@ -1,0 +1,365 @@
+-- memgov: policy versions, the decision entry points and deployment.
+--
+-- `memgov deploy` compiles a policy file into three functions named after the
+-- version's hash (memgov.policy_<hash>, _explain, _retention) and installs
+-- them with memgov.install_policy. Callers never use those names: the
+-- dispatchers memgov.decide / memgov.explain_decision / memgov.retention_rule
+-- are regenerated on every activation and route each row to the active
+-- version of its tenant (org_id), or to the global one ('*').
+
+SET ROLE memgov_owner;
+
+-- A decision (SPEC §2). Returned by the compiled functions, logged by the triggers.
+CREATE TYPE memgov.decision AS (
+    action            text,
+    reason_codes      text[],
+    matched_rule_ids  text[],
+    policy_version    text,
+    mode              text,
+    enforced          boolean,
+    risk_score        numeric,
+    risk_level        text
+);
+
+-- Turns a decision into the JSON shape of SPEC §2.
+CREATE FUNCTION memgov.decision_json(p_decision memgov.decision)
+RETURNS jsonb
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$
+    SELECT jsonb_build_object(
+        'action', p_decision.action,
+        'reason_codes', to_jsonb(p_decision.reason_codes),
+        'matched_rule_ids', to_jsonb(p_decision.matched_rule_ids),
+        'policy_version', p_decision.policy_version,
+        'mode', p_decision.mode,
+        'enforced', p_decision.enforced,
+        'risk_score', p_decision.risk_score,
+        'risk_level', p_decision.risk_level)
+$$;
+
+-- Builds a row of the governed table from a JSON item, with the table's defaults.
+CREATE FUNCTION memgov.item_from_json(p_item jsonb)
+RETURNS memgov.long_term_memory_items
+LANGUAGE plpgsql STABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF p_item IS NULL OR jsonb_typeof(p_item) <> 'object' THEN
+        RAISE EXCEPTION 'an item must be a JSON object'
+            USING ERRCODE = '22023',
+                  HINT = 'pass the columns of memgov.long_term_memory_items as keys, e.g. {"org_id": "acme", ...}';
+    END IF;
+    RETURN jsonb_populate_record(
+        NULL::memgov.long_term_memory_items,
+        jsonb_build_object(
+            'is_sensitive', false,
+            'retention_policy', 'permanent_until_revoked',
+            'metadata', '{}'::jsonb,
+            'status', 'active',
+            'created_at', now(),
+            'updated_at', now()) || p_item);
+END
+$$;
+
+-- Checks an operation name; raises 22023 for anything SPEC §1 does not list.
+CREATE FUNCTION memgov.check_operation(p_operation text)
+RETURNS text
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF p_operation IS NULL OR p_operation NOT IN ('remember', 'update', 'forget', 'search', 'get') THEN
+        RAISE EXCEPTION 'unknown operation %', coalesce(quote_literal(p_operation), 'NULL')
+            USING ERRCODE = '22023',
+                  HINT = 'operation is one of remember, update, forget, search, get';
+    END IF;
+    RETURN p_operation;
+END
+$$;
+
+-- Whether a role may act as one of p_roles ('*': anyone); unknown roles grant nothing.
+CREATE FUNCTION memgov.actor_may(p_actor text, p_roles text[])
+RETURNS boolean
+LANGUAGE sql STABLE PARALLEL SAFE
+AS $$
+    SELECT '*' = ANY (p_roles)
+        OR EXISTS (SELECT FROM unnest(p_roles) AS r(role_name)
+                    WHERE to_regrole(r.role_name) IS NOT NULL
+                      AND pg_has_role(p_actor, to_regrole(r.role_name), 'MEMBER'))
+$$;
+
+-- The decision when no policy is active for a tenant: fail closed.
+CREATE FUNCTION memgov.no_policy_decision()
+RETURNS memgov.decision
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$
+    SELECT ROW('deny', ARRAY['NO_ACTIVE_POLICY'], ARRAY[]::text[], NULL, 'enforce', true,
+               NULL, NULL)::memgov.decision
+$$;
+
+-- Regenerates the dispatchers from the active policy versions: decide,
+-- explain_decision, retention_rule, and policy_settings (the feedback and
+-- retention settings of a tenant's active version, as constants).
+-- Runs at deploy and rollback only; the per-row path is static SQL.
+CREATE FUNCTION memgov.rebuild_dispatch()
+RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $rebuild$
+DECLARE
+    v_decide     text := '';
+    v_explain    text := '';
+    v_retention  text := '';
+    v_settings   text := '';
+    v_global     text;
+    v_global_settings jsonb;
+    v_version    record;
+BEGIN
+    FOR v_version IN
+        SELECT org_id, function_name, settings
+          FROM memgov.policy_versions
+         WHERE active
+         ORDER BY org_id COLLATE "C"
+    LOOP
+        IF v_version.org_id = '*' THEN
+            v_global := v_version.function_name;
+            v_global_settings := v_version.settings;
+            CONTINUE;
+        END IF;
+        v_settings := v_settings || format(
+            E'    IF p_org_id = %L THEN\n        RETURN %L::jsonb;\n    END IF;\n',
+            v_version.org_id, v_version.settings);
+        v_decide := v_decide || format(
+            E'    IF p_item.org_id = %L THEN\n        RETURN memgov.%I(p_item, p_operation, p_actor);\n    END IF;\n',
+            v_version.org_id, v_version.function_name);
+        v_explain := v_explain || format(
+            E'    IF p_item.org_id = %L THEN\n        RETURN memgov.%I(p_item, p_operation, p_actor);\n    END IF;\n',
+            v_version.org_id, v_version.function_name || '_explain');
+        v_retention := v_retention || format(
+            E'    IF p_item.org_id = %L THEN\n        RETURN memgov.%I(p_item);\n    END IF;\n',
+            v_version.org_id, v_version.function_name || '_retention');
+    END LOOP;
+
+    EXECUTE format($f$
+CREATE OR REPLACE FUNCTION memgov.decide(p_item memgov.long_term_memory_items, p_operation text, p_actor text)
+RETURNS memgov.decision
+LANGUAGE plpgsql STABLE PARALLEL SAFE
+AS $body$
+BEGIN
+%s    RETURN %s;
+END
+$body$$f$,
+        v_decide,
+        CASE WHEN v_global IS NULL THEN 'memgov.no_policy_decision()'
+             ELSE format('memgov.%I(p_item, p_operation, p_actor)', v_global) END);
+
+    EXECUTE format($f$
+CREATE OR REPLACE FUNCTION memgov.explain_decision(p_item memgov.long_term_memory_items, p_operation text, p_actor text)
+RETURNS jsonb
+LANGUAGE plpgsql STABLE PARALLEL SAFE
+AS $body$
+BEGIN
+%s    RETURN %s;
+END
+$body$$f$,
+        v_explain,
+        CASE WHEN v_global IS NULL THEN '''[]''::jsonb'
+             ELSE format('memgov.%I(p_item, p_operation, p_actor)', v_global || '_explain') END);
+
+    EXECUTE format($f$
+CREATE OR REPLACE FUNCTION memgov.retention_rule(p_item memgov.long_term_memory_items)
+RETURNS text
+LANGUAGE plpgsql STABLE PARALLEL SAFE
+AS $body$
+BEGIN
+%s    RETURN %s;
+END
+$body$$f$,
+        v_retention,
+        CASE WHEN v_global IS NULL THEN 'NULL'
+             ELSE format('memgov.%I(p_item)', v_global || '_retention') END);
+
+    EXECUTE format($f$
+CREATE OR REPLACE FUNCTION memgov.policy_settings(p_org_id text)
+RETURNS jsonb
+LANGUAGE plpgsql STABLE PARALLEL SAFE
+AS $body$
+BEGIN
+%s    RETURN %L::jsonb;
+END
+$body$$f$,
+        v_settings, coalesce(v_global_settings, '{}'::jsonb));
+END
+$rebuild$;
+
+-- Until the first deploy every tenant is routed to memgov.no_policy_decision().
+SELECT memgov.rebuild_dispatch();
+
+-- Makes one deployed version the active one of its tenant and reroutes the dispatchers.
+CREATE FUNCTION memgov.activate_policy(p_org_id text, p_version text)
+RETURNS text
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    PERFORM pg_advisory_xact_lock(hashtext('memgov.deploy'));
+    IF NOT EXISTS (SELECT FROM memgov.policy_versions
+                    WHERE org_id = p_org_id AND version = p_version) THEN
+        RAISE EXCEPTION 'policy version % is not deployed for %', p_version,
+                        CASE WHEN p_org_id = '*' THEN 'the global policy' ELSE 'tenant ' || p_org_id END
+            USING ERRCODE = 'MG404',
+                  HINT = 'list the deployed versions: SELECT org_id, version FROM memgov.policy_versions';
+    END IF;
+    UPDATE memgov.policy_versions SET active = false
+     WHERE org_id = p_org_id AND active AND version <> p_version;
+    UPDATE memgov.policy_versions SET active = true
+     WHERE org_id = p_org_id AND version = p_version AND NOT active;
+    PERFORM memgov.rebuild_dispatch();
+    RETURN p_version;
+END
+$$;
+
+-- Installs a compiled policy (the SQL `memgov compile` prints) and activates it, atomically.
+CREATE FUNCTION memgov.install_policy(
+    p_org_id         text,
+    p_version        text,
+    p_sha256         text,
+    p_mode           text,
+    p_function_name  text,
+    p_source_yaml    text,
+    p_compiled_sql   text,
+    p_settings       jsonb,
+    p_rules          jsonb)
+RETURNS text
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_existing  memgov.policy_versions;
+    v_missing   text;
+BEGIN
+    -- one deploy at a time; concurrent writers keep using the old dispatchers until commit
+    PERFORM pg_advisory_xact_lock(hashtext('memgov.deploy'));
+
+    SELECT * INTO v_existing FROM memgov.policy_versions
+     WHERE org_id = p_org_id AND version = p_version;
+    IF FOUND THEN
+        IF v_existing.sha256 <> p_sha256 THEN
+            RAISE EXCEPTION 'policy version % is already deployed with different content', p_version
+                USING ERRCODE = 'MG409',
+                      HINT = 'bump `version:` in the policy file; deployed versions never change';
+        END IF;
+        RETURN memgov.activate_policy(p_org_id, p_version);
+    END IF;
+
+    IF p_function_name !~ '^policy_[0-9a-f]{16}$' THEN
+        RAISE EXCEPTION 'invalid compiled function name %', p_function_name USING ERRCODE = '22023';
+    END IF;
+
+    -- PostgreSQL, not our compiler, has the last word on the generated code
+    BEGIN
+        EXECUTE p_compiled_sql;
+    EXCEPTION WHEN OTHERS THEN
+        RAISE EXCEPTION 'PostgreSQL rejected the compiled policy %: %', p_version, SQLERRM
+            USING ERRCODE = 'MG500',
+                  HINT = 'this is a memgov compiler bug: run `memgov compile` and report the output';
+    END;
+    SELECT string_agg(f, ', ') INTO v_missing
+      FROM unnest(ARRAY[p_function_name, p_function_name || '_explain', p_function_name || '_retention']) AS f
+     WHERE to_regproc('memgov.' || f) IS NULL;
+    IF v_missing IS NOT NULL THEN
+        RAISE EXCEPTION 'the compiled policy did not create %', v_missing USING ERRCODE = 'MG500';
+    END IF;
+
+    INSERT INTO memgov.policy_versions
+           (org_id, version, sha256, mode, function_name, source_yaml, compiled_sql, settings, deployed_by)
+    VALUES (p_org_id, p_version, p_sha256, p_mode, p_function_name, p_source_yaml, p_compiled_sql,
+            p_settings, session_user);
+
+    INSERT INTO memgov.memory_policy_rules
+           (org_id, policy_version, rule_id, rule_key, position, category, condition, action,
+            priority, reason_codes, description)
+    SELECT p_org_id, p_version, r.rule_id, r.rule_key, r.position, r.category, r.condition,
+           r.action, r.priority, r.reason_codes, r.description
+      FROM jsonb_to_recordset(p_rules) AS r(rule_id text, rule_key text, position integer,
+           category text[], condition jsonb, action text, priority integer, reason_codes text[],
+           description text);
+
+    RETURN memgov.activate_policy(p_org_id, p_version);
+END
+$$;
+
+-- Re-activates an earlier version (default: the one deployed before the active one).
+CREATE FUNCTION memgov.rollback_policy(p_org_id text DEFAULT '*', p_to_version text DEFAULT NULL)
+RETURNS text
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_target  text := p_to_version;
+BEGIN
+    IF v_target IS NULL THEN
+        SELECT prev.version INTO v_target
+          FROM memgov.policy_versions cur
+          JOIN memgov.policy_versions prev
+            ON prev.org_id = cur.org_id AND prev.deployed_at < cur.deployed_at
+         WHERE cur.org_id = p_org_id AND cur.active
+         ORDER BY prev.deployed_at DESC
+         LIMIT 1;
+        IF v_target IS NULL THEN
+            RAISE EXCEPTION 'no earlier policy version to roll back to for %',
+                            CASE WHEN p_org_id = '*' THEN 'the global policy' ELSE 'tenant ' || p_org_id END
+                USING ERRCODE = 'MG404',
+                      HINT = 'name a version with --to';
+        END IF;
+    END IF;
+    RETURN memgov.activate_policy(p_org_id, v_target);
+END
+$$;
+
+-- Dry run: the decision the active policy takes on an item, writing nothing.
+CREATE FUNCTION memgov.evaluate(item jsonb, operation text DEFAULT 'remember')
+RETURNS jsonb
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT memgov.decision_json(
+        memgov.decide(memgov.item_from_json(item), memgov.check_operation(operation), current_user::text))
+$$;
+
+-- Dry run with reasons: the decision plus, for every write rule, whether it matched
+-- and the first condition that failed.
+CREATE FUNCTION memgov.explain(item jsonb, operation text DEFAULT 'remember')
+RETURNS jsonb
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT memgov.evaluate(item, operation)
+           || jsonb_build_object('rules',
+                  memgov.explain_decision(memgov.item_from_json(item),
+                                          memgov.check_operation(operation), current_user::text))
+$$;
+
+-- Privileges: deploying is memgov_admin's; the dry runs are every memgov role's.
+-- The decision functions (dispatchers, compiled policies) stay executable by
+-- PUBLIC: they write nothing, and evaluate() and the triggers call them.
+REVOKE EXECUTE ON FUNCTION
+    memgov.rebuild_dispatch(),
+    memgov.activate_policy(text, text),
+    memgov.install_policy(text, text, text, text, text, text, text, jsonb, jsonb),
+    memgov.rollback_policy(text, text),
+    memgov.evaluate(jsonb, text),
+    memgov.explain(jsonb, text)
+    FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION
+    memgov.activate_policy(text, text),
+    memgov.install_policy(text, text, text, text, text, text, text, jsonb, jsonb),
+    memgov.rollback_policy(text, text)
+    TO memgov_admin;
+GRANT EXECUTE ON FUNCTION memgov.evaluate(jsonb, text), memgov.explain(jsonb, text)
+    TO memgov_writer, memgov_reviewer, memgov_admin;
+
+RESET ROLE;

@@ -1,0 +1,97 @@
+"""Shared pieces of the benchmarks: a server, a fresh migrated database, a timer.
+
+A benchmark runs against ``--dsn`` (a superuser DSN of a scratch server) or
+``MEMGOV_BENCH_DSN``, else against a throw-away local cluster started like the
+test harness's. Every figure is a ratio against a baseline measured in the
+same run, on the same rows.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import psycopg
+from psycopg import sql
+
+from memgov_pg.cluster import LocalCluster, free_port
+from memgov_pg.errors import MemgovError
+from memgov_pg.migrate import upgrade
+
+
+def parser(description: str) -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(description=description)
+    p.add_argument("--dsn", default=os.environ.get("MEMGOV_BENCH_DSN"), help="superuser DSN of a scratch server")
+    p.add_argument("--repeat", type=int, default=3, help="runs per measurement; the best counts")
+    return p
+
+
+@contextmanager
+def bench_database(dsn: str | None, name: str) -> Iterator[str]:
+    """A fresh database migrated to head; dropped afterwards."""
+    cluster = None
+    base = None
+    try:
+        if dsn is None:
+            base = Path(tempfile.mkdtemp(prefix="memgov-bench-"))
+            cluster = LocalCluster(base, free_port(), durable=False)
+            cluster.init()
+            cluster.start()
+            cluster.bootstrap()
+            dsn = cluster.dsn("postgres")
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
+            conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+        params = psycopg.conninfo.conninfo_to_dict(dsn)
+        params["dbname"] = name
+        target = psycopg.conninfo.make_conninfo(**params)  # type: ignore[arg-type]
+        upgrade(target)
+        yield target
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
+    except (MemgovError, psycopg.OperationalError) as exc:
+        print(f"bench: error: {exc}", file=sys.stderr)
+        sys.exit(1)
+    finally:
+        if cluster is not None:
+            cluster.stop()
+        if base is not None:
+            shutil.rmtree(base, ignore_errors=True)
+
+
+def best_of(repeat: int, run: Callable[[], Any], before: Callable[[], Any] | None = None) -> float:
+    """The fastest of ``repeat`` runs, in seconds (``before`` runs untimed before each)."""
+    times = []
+    for _ in range(repeat):
+        if before is not None:
+            before()
+        start = time.perf_counter()
+        run()
+        times.append(time.perf_counter() - start)
+    return min(times)
+
+
+def median_of(repeat: int, run: Callable[[], Any]) -> float:
+    times = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        run()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def table(rows: list[tuple[str, ...]], header: tuple[str, ...]) -> str:
+    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
+    line = "| " + " | ".join(h.ljust(w) for h, w in zip(header, widths, strict=True)) + " |"
+    sep = "|" + "|".join("-" * (w + 2) for w in widths) + "|"
+    body = ["| " + " | ".join(str(c).ljust(w) for c, w in zip(r, widths, strict=True)) + " |" for r in rows]
+    return "\n".join([line, sep, *body])

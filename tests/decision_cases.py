@@ -1,0 +1,116 @@
+"""Decision corpora (cedar style): a policy, items, and the decision each must get.
+
+A file under ``tests/cases/decisions/`` is a list of groups::
+
+    - note: what the group shows                 # part of the pytest id
+      policy: policies/default.yaml              # a path from the repository root,
+                                                 # or the policy's YAML text
+      tenant: acme                               # optional: deploy as a tenant override
+      also_deploy:                               # optional: deployed first, e.g. the global
+        - {policy: ..., tenant: ...}             # policy under a tenant override
+      cases:
+        - note: a secret is denied
+          operation: remember                    # default remember
+          item: {org_id: acme, category: preference, fact_text: "...", ...}
+          want:                                  # every key given is compared
+            action: deny
+            reason_codes: [SECRET_DETECTED]
+            matched_rule_ids: [block-secrets]
+            enforced: true
+            policy_version: "1.0.0"
+            mode: enforce
+            risk_level: high
+
+Item values of the form ``"now() - N days"`` (minutes, hours, weeks too) are
+turned into timestamps before the item is sent. Every case is decided by
+``memgov.evaluate`` in real PostgreSQL; nothing here re-implements a rule.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import yaml
+from psycopg.types.json import Jsonb
+
+from memgov_pg.compiler import compile_policy
+from memgov_pg.deploy import pg_regex_checker
+from memgov_pg.policy import load_policy
+
+ROOT = Path(__file__).resolve().parents[1]
+CASES_DIR = ROOT / "tests" / "cases" / "decisions"
+GROUP_KEYS = {"note", "policy", "tenant", "also_deploy", "cases"}
+CASE_KEYS = {"note", "operation", "item", "want"}
+WANT_KEYS = {"action", "reason_codes", "matched_rule_ids", "enforced", "policy_version", "mode", "risk_level",
+             "risk_score"}  # fmt: skip
+_RELATIVE = re.compile(r"^now\(\) - (\d+) (minute|hour|day|week)s?$")
+
+
+def load_groups() -> list[tuple[str, dict[str, Any]]]:
+    groups = []
+    for path in sorted(CASES_DIR.glob("*.yaml")):
+        for group in yaml.safe_load(path.read_text(encoding="utf-8")):
+            assert set(group) <= GROUP_KEYS, f"{path.name}: unknown keys {set(group) - GROUP_KEYS}"
+            for case in group["cases"]:
+                assert set(case) <= CASE_KEYS, f"{path.name}: unknown keys {set(case) - CASE_KEYS}"
+                assert set(case["want"]) <= WANT_KEYS, f"{path.name}: unknown keys {set(case['want']) - WANT_KEYS}"
+            groups.append((f"{path.stem}::{group['note']}", group))
+    return groups
+
+
+def policy_text(ref: str) -> tuple[str, str]:
+    """(text, filename) of a policy given as a repository path or inline YAML."""
+    if "\n" not in ref and ref.endswith((".yaml", ".yml")):
+        return (ROOT / ref).read_text(encoding="utf-8"), ref
+    return ref, "<inline>"
+
+
+def reset_policies(conn: psycopg.Connection[Any]) -> None:
+    """Forget every deployed version (superuser; tests only)."""
+    conn.execute("DELETE FROM memgov.policy_versions")
+    conn.execute("SELECT memgov.rebuild_dispatch()")
+
+
+def deploy_text(conn: psycopg.Connection[Any], text: str, filename: str, tenant: str | None) -> None:
+    policy = load_policy(text, filename=filename, regex_checker=pg_regex_checker(conn))
+    with conn.transaction():
+        conn.execute(compile_policy(policy, tenant or "*").install_sql())
+
+
+def resolve_times(value: Any, now: dt.datetime) -> Any:
+    if isinstance(value, dict):
+        return {k: resolve_times(v, now) for k, v in value.items()}
+    if isinstance(value, str) and (m := _RELATIVE.match(value)):
+        return (now - dt.timedelta(**{m.group(2) + "s": int(m.group(1))})).isoformat()
+    return value
+
+
+def run_group(conn: psycopg.Connection[Any], group: dict[str, Any]) -> list[str]:
+    """Deploy the group's policies and decide its cases; the list of mismatches."""
+    reset_policies(conn)
+    for extra in group.get("also_deploy", []):
+        deploy_text(conn, *policy_text(extra["policy"]), extra.get("tenant"))
+    deploy_text(conn, *policy_text(group["policy"]), group.get("tenant"))
+    now = conn.execute("SELECT now()").fetchone()[0]
+    failures = []
+    for case in group["cases"]:
+        item = resolve_times(case["item"], now)
+        got = conn.execute(
+            "SELECT memgov.evaluate(%s, %s)", (Jsonb(item), case.get("operation", "remember"))
+        ).fetchone()[0]
+        want = case["want"]
+        diff = {k: (v, got.get(k)) for k, v in want.items() if _normal(got.get(k)) != _normal(v)}
+        if diff:
+            shown = ", ".join(f"{k}: want {w!r}, got {g!r}" for k, (w, g) in diff.items())
+            failures.append(f"{case['note']}: {shown}")
+    return failures
+
+
+def _normal(value: Any) -> Any:
+    if isinstance(value, float | int) and not isinstance(value, bool):
+        return round(float(value), 3)
+    return value
