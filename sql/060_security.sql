@@ -12,7 +12,15 @@ REVOKE ALL ON SCHEMA memgov FROM PUBLIC;
 GRANT USAGE ON SCHEMA memgov TO memgov_writer, memgov_reviewer, memgov_admin;
 
 -- The governed table: agents write, reviewers read, admins do everything.
-GRANT SELECT, INSERT, UPDATE, DELETE ON memgov.long_term_memory_items TO memgov_writer;
+-- Writers may set the columns an agent owns; the engine's columns (status,
+-- policy_version, decision_id, created_at, updated_at, last_confirmed_at,
+-- expires_at, low_confidence_since) are out of their reach.
+GRANT SELECT, DELETE ON memgov.long_term_memory_items TO memgov_writer;
+GRANT INSERT (memory_id, org_id, project_id, agent_id, subject_id, session_id, category, fact_text,
+              source, confidence, is_sensitive, retention_policy, context_source, metadata),
+      UPDATE (project_id, agent_id, subject_id, session_id, category, fact_text,
+              source, confidence, is_sensitive, retention_policy, context_source, metadata)
+    ON memgov.long_term_memory_items TO memgov_writer;
 GRANT SELECT ON memgov.long_term_memory_items TO memgov_reviewer;
 
 -- Logs and queues are read by reviewers; they change only through memgov functions.

@@ -6,6 +6,9 @@ import psycopg
 import pytest
 from psycopg import errors
 
+from memgov_pg.compiler import compile_policy
+from memgov_pg.policy import load_policy
+
 SPEC_COLUMNS = {
     "long_term_memory_items": {
         "memory_id", "org_id", "project_id", "agent_id", "subject_id", "session_id", "category",
@@ -45,10 +48,24 @@ ITEM = {
 
 
 def insert_item(conn: psycopg.Connection, **overrides: object) -> None:
+    """Insert as memgov_owner: the engine's own path, where only the table's constraints judge."""
     row = ITEM | overrides
     cols = ", ".join(row)
     params = ", ".join(f"%({k})s" for k in row)
-    conn.execute(f"INSERT INTO memgov.long_term_memory_items ({cols}) VALUES ({params})", row)
+    with conn.transaction():
+        conn.execute("SET LOCAL ROLE memgov_owner")
+        conn.execute(f"INSERT INTO memgov.long_term_memory_items ({cols}) VALUES ({params})", row)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def allow_everything(memgov_dsn):
+    """A policy that stores every write, so these tests see the schema and not the rules."""
+    with psycopg.connect(memgov_dsn) as conn:
+        policy = load_policy(
+            'version: "0.0.1"\ndefaults: {on_policy_miss: allow}\n'
+            'sources: {user_confirmed: ["*"], system_rule: ["*"]}\n'
+        )
+        conn.execute(compile_policy(policy).install_sql())
 
 
 @pytest.mark.parametrize("table", sorted(SPEC_COLUMNS))
@@ -194,14 +211,39 @@ def test_admin_sees_every_tenant(db_conn, tenants):
     assert visible_tenants(db_conn, "memgov_admin", None) == ["t-a", "t-b"]
 
 
+def writer_insert(conn: psycopg.Connection, **overrides: object) -> None:
+    row = ITEM | overrides
+    cols = ", ".join(row)
+    params = ", ".join(f"%({k})s" for k in row)
+    conn.execute(f"INSERT INTO memgov.long_term_memory_items ({cols}) VALUES ({params})", row)
+
+
 def test_writer_cannot_write_into_another_tenant(db_conn):
     with db_conn.transaction(force_rollback=True):
         db_conn.execute("SET LOCAL ROLE memgov_writer")
         db_conn.execute("SELECT set_config('memgov.org_id', 't-a', true)")
-        insert_item(db_conn, org_id="t-a")
+        writer_insert(db_conn, org_id="t-a")
         with pytest.raises(errors.InsufficientPrivilege):
             with db_conn.transaction():
-                insert_item(db_conn, org_id="t-b")
+                writer_insert(db_conn, org_id="t-b")
+
+
+@pytest.mark.parametrize("column", ["status", "policy_version", "decision_id", "created_at", "expires_at",
+                                    "low_confidence_since", "last_confirmed_at", "updated_at"])
+def test_writer_cannot_set_engine_columns(db_conn, column):
+    value = {"status": "active", "policy_version": "9.9.9", "decision_id": 1}.get(column, "2020-01-01T00:00:00Z")
+    with db_conn.transaction(force_rollback=True):
+        db_conn.execute("SET LOCAL ROLE memgov_writer")
+        db_conn.execute("SELECT set_config('memgov.org_id', 'acme', true)")
+        with pytest.raises(errors.InsufficientPrivilege):
+            with db_conn.transaction():
+                writer_insert(db_conn, **{column: value})
+        writer_insert(db_conn, fact_text="engine-columns probe")
+        with pytest.raises(errors.InsufficientPrivilege):
+            db_conn.execute(
+                f"UPDATE memgov.long_term_memory_items SET {column} = %s WHERE fact_text = 'engine-columns probe'",
+                (value,),
+            )
 
 
 def test_writer_cannot_touch_the_decision_log(db_conn):

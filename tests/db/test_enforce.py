@@ -1,0 +1,382 @@
+"""The write path (SPEC §2, §3): every action × operation × mode, as a writer role
+that does not own the table, through plain SQL as psql or any client sends it."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import psycopg
+import pytest
+from psycopg import errors
+from psycopg.types.json import Jsonb
+
+from memgov_pg.compiler import compile_policy
+from memgov_pg.policy import load_policy
+from tests.cli_helpers import raises_sqlstate
+from tests.decision_cases import reset_policies
+
+POLICY = """
+version: "{version}"
+mode: {mode}
+defaults: {{on_policy_miss: {miss}}}
+sources: {{user_confirmed: ["*"], system_rule: [memgov_admin]}}
+rules:
+  - {{id: deny-words, priority: 10, when: [{{field: fact_text, operator: contains, value: DENYME}}],
+      action: deny, reason_codes: [NOPE]}}
+  - {{id: hold-words, priority: 20, when: [{{field: fact_text, operator: contains, value: HOLDME}}],
+      action: require_approval}}
+  - {{id: quarantine-words, priority: 30, when: [{{field: fact_text, operator: contains, value: QUARANTINEME}}],
+      action: quarantine}}
+  - {{id: project-rule, priority: 40, condition: {{scope.project_id: special}}, action: allow}}
+"""
+ORG = "acme"
+
+
+def deploy(conn: psycopg.Connection[Any], mode: str = "enforce", miss: str = "allow", version: str = "1.0.0") -> None:
+    reset_policies(conn)
+    policy = load_policy(POLICY.format(version=version, mode=mode, miss=miss))
+    conn.execute(compile_policy(policy).install_sql())
+
+
+@pytest.fixture
+def admin(db_conn):
+    """Superuser connection; starts each test from an empty table and the enforce policy."""
+    with db_conn.transaction():
+        db_conn.execute("SET LOCAL ROLE memgov_owner")
+        for table in ("long_term_memory_items", "approval_requests", "quarantine", "decision_log"):
+            db_conn.execute(f"DELETE FROM memgov.{table}")
+    deploy(db_conn)
+    return db_conn
+
+
+@pytest.fixture
+def writer(memgov_dsn, admin):
+    """A connection acting as memgov_writer for tenant acme (not the table's owner)."""
+    with psycopg.connect(memgov_dsn, autocommit=True) as conn:
+        conn.execute("SET ROLE memgov_writer")
+        conn.execute("SET memgov.org_id = 'acme'")
+        yield conn
+
+
+@pytest.fixture
+def reviewer(memgov_dsn, admin):
+    with psycopg.connect(memgov_dsn, autocommit=True) as conn:
+        conn.execute("SET ROLE memgov_reviewer")
+        conn.execute("SET memgov.org_id = 'acme'")
+        yield conn
+
+
+def insert(conn: psycopg.Connection[Any], text: str, **extra: Any) -> psycopg.Cursor[Any]:
+    row = {"org_id": ORG, "category": "user_fact", "fact_text": text, "source": "agent_extracted",
+           "confidence": 0.9} | extra  # fmt: skip
+    cols = ", ".join(row)
+    params = ", ".join(f"%({k})s" for k in row)
+    return conn.execute(
+        f"INSERT INTO memgov.long_term_memory_items ({cols}) VALUES ({params}) RETURNING memory_id, status", row
+    )
+
+
+def seed(admin: psycopg.Connection[Any], text: str) -> uuid.UUID:
+    """A stored row, put there on the engine's own path (no decision)."""
+    with admin.transaction():
+        admin.execute("SET LOCAL ROLE memgov_owner")
+        row = insert(admin, text).fetchone()
+    return row[0]
+
+
+def log(admin: psycopg.Connection[Any]) -> list[tuple[Any, ...]]:
+    return admin.execute(
+        "SELECT operation, action, enforced, matched_rule_ids, actor FROM memgov.decision_log ORDER BY decision_id"
+    ).fetchall()
+
+
+def items(admin: psycopg.Connection[Any]) -> dict[str, str]:
+    return dict(admin.execute("SELECT fact_text, status FROM memgov.long_term_memory_items").fetchall())
+
+
+# -- INSERT (remember) -------------------------------------------------------------
+
+
+def test_insert_allow_is_stored_active_with_its_decision(writer, admin):
+    memory_id, status = insert(writer, "likes tea").fetchone()
+    assert status == "active"
+    row = admin.execute(
+        "SELECT m.policy_version, d.action, d.actor, d.operation, d.memory_id"
+        " FROM memgov.long_term_memory_items m JOIN memgov.decision_log d USING (decision_id)"
+    ).fetchone()
+    assert row == ("1.0.0", "allow", "memgov_writer", "remember", memory_id)
+
+
+def test_insert_deny_raises_mg403_naming_rule_and_reasons(writer, admin):
+    with raises_sqlstate("MG403") as info:
+        insert(writer, "DENYME please")
+    assert "deny-words" in str(info.value) and "NOPE" in str(info.value)
+    assert '"reason_codes": ["NOPE"]' in info.value.diag.message_detail
+    assert items(admin) == {}
+    assert log(admin) == []  # the writer's transaction was aborted, its log row with it
+
+
+def test_insert_require_approval_stores_pending_row_and_request(writer, admin, memgov_dsn):
+    with psycopg.connect(memgov_dsn, autocommit=True) as listener:
+        listener.execute("LISTEN memgov_approvals")
+        notices: list[str | None] = []
+        writer.add_notice_handler(lambda diag: notices.append(diag.sqlstate))
+        memory_id, status = insert(writer, "HOLDME a fact").fetchone()
+        assert status == "pending_approval"
+        request = admin.execute(
+            "SELECT request_id, memory_id, operation, status, requested_by FROM memgov.approval_requests"
+        ).fetchone()
+        assert request[1:] == (memory_id, "remember", "pending", "memgov_writer")
+        assert notices == ["MG201"]
+        notify = next(listener.notifies(timeout=5, stop_after=1))
+        assert notify.channel == "memgov_approvals" and notify.payload == str(request[0])
+
+
+def test_insert_quarantine_diverts_the_payload_and_stores_nothing(writer, admin):
+    notices: list[str | None] = []
+    writer.add_notice_handler(lambda diag: notices.append(diag.sqlstate))
+    cur = insert(writer, "QUARANTINEME secret plan")
+    assert cur.rowcount == 0
+    assert notices == ["MG202"]
+    assert items(admin) == {}
+    payload, decision, status = admin.execute("SELECT payload, decision, status FROM memgov.quarantine").fetchone()
+    assert payload["fact_text"] == "QUARANTINEME secret plan" and status == "held"
+    assert decision["matched_rule_ids"] == ["quarantine-words"]
+
+
+# -- UPDATE ------------------------------------------------------------------------------
+
+
+def test_update_allow_applies(writer, admin):
+    memory_id = seed(admin, "old text")
+    assert writer.execute("UPDATE memgov.long_term_memory_items SET fact_text = 'new text'").rowcount == 1
+    assert items(admin) == {"new text": "active"}
+    assert log(admin)[-1][:2] == ("update", "allow")
+
+
+def test_update_deny_raises_and_keeps_the_row(writer, admin):
+    seed(admin, "old text")
+    with raises_sqlstate("MG403"):
+        writer.execute("UPDATE memgov.long_term_memory_items SET fact_text = 'DENYME'")
+    assert items(admin) == {"old text": "active"}
+
+
+def test_update_held_for_approval_keeps_the_row_until_approved(writer, reviewer, admin):
+    memory_id = seed(admin, "old text")
+    assert writer.execute("UPDATE memgov.long_term_memory_items SET fact_text = 'HOLDME new'").rowcount == 0
+    assert items(admin) == {"old text": "active"}
+    request_id, payload = admin.execute("SELECT request_id, payload FROM memgov.approval_requests").fetchone()
+    assert payload["fact_text"] == "HOLDME new" and payload["memory_id"] == str(memory_id)
+    result = reviewer.execute("SELECT memgov.approve(%s, 'looks right')", (request_id,)).fetchone()[0]
+    assert result["status"] == "approved"
+    assert items(admin) == {"HOLDME new": "active"}
+    assert admin.execute("SELECT status, decided_by, note FROM memgov.approval_requests").fetchone() == (
+        "approved", "memgov_reviewer", "looks right",
+    )  # fmt: skip
+
+
+def test_update_quarantined_leaves_the_row(writer, admin):
+    seed(admin, "old text")
+    assert writer.execute("UPDATE memgov.long_term_memory_items SET fact_text = 'QUARANTINEME'").rowcount == 0
+    assert items(admin) == {"old text": "active"}
+    assert admin.execute("SELECT operation FROM memgov.quarantine").fetchone() == ("update",)
+
+
+def test_update_never_changes_status(writer, admin):
+    insert(writer, "HOLDME pending")
+    writer.execute("UPDATE memgov.long_term_memory_items SET confidence = 0.5")
+    assert items(admin) == {"HOLDME pending": "pending_approval"}
+
+
+def test_update_cannot_move_a_memory_to_another_tenant(admin):
+    seed(admin, "fact")
+    with pytest.raises(errors.InsufficientPrivilege):
+        admin.execute("UPDATE memgov.long_term_memory_items SET org_id = 'other'")
+
+
+# -- DELETE (forget) ---------------------------------------------------------------------
+
+
+def test_delete_allow_deletes(writer, admin):
+    seed(admin, "fact")
+    assert writer.execute("DELETE FROM memgov.long_term_memory_items").rowcount == 1
+    assert items(admin) == {}
+    assert log(admin)[-1][:2] == ("forget", "allow")
+
+
+def test_delete_deny_keeps_the_row(writer, admin):
+    seed(admin, "DENYME stored earlier")
+    with raises_sqlstate("MG403"):
+        writer.execute("DELETE FROM memgov.long_term_memory_items")
+    assert list(items(admin)) == ["DENYME stored earlier"]
+
+
+def test_delete_held_until_approved(writer, reviewer, admin):
+    seed(admin, "HOLDME stored earlier")
+    assert writer.execute("DELETE FROM memgov.long_term_memory_items").rowcount == 0
+    assert list(items(admin)) == ["HOLDME stored earlier"]
+    (request_id,) = admin.execute("SELECT request_id FROM memgov.approval_requests WHERE operation = 'forget'").fetchone()
+    reviewer.execute("SELECT memgov.approve(%s)", (request_id,))
+    assert items(admin) == {}
+
+
+def test_delete_quarantined_keeps_the_row(writer, admin):
+    seed(admin, "QUARANTINEME stored earlier")
+    assert writer.execute("DELETE FROM memgov.long_term_memory_items").rowcount == 0
+    assert list(items(admin)) == ["QUARANTINEME stored earlier"]
+
+
+# -- modes ----------------------------------------------------------------------------------
+
+
+def test_monitor_mode_logs_and_lets_everything_through(writer, admin):
+    deploy(admin, mode="monitor", version="2.0.0")
+    insert(writer, "DENYME")
+    insert(writer, "HOLDME")
+    insert(writer, "QUARANTINEME")
+    assert items(admin) == {"DENYME": "active", "HOLDME": "active", "QUARANTINEME": "active"}
+    assert [(a, e, r) for _, a, e, r, _ in log(admin)] == [
+        ("deny", False, ["deny-words"]),
+        ("require_approval", False, ["hold-words"]),
+        ("quarantine", False, ["quarantine-words"]),
+    ]
+    assert admin.execute("SELECT count(*) FROM memgov.approval_requests").fetchone() == (0,)
+
+
+def test_strict_mode_denies_misses_and_incomplete_writes(writer, admin):
+    deploy(admin, mode="strict", miss="allow", version="3.0.0")
+    with raises_sqlstate("MG403") as info:
+        insert(writer, "plain fact", project_id="p1")
+    assert "DEFAULT_POLICY" in str(info.value)
+    with raises_sqlstate("MG403") as info:
+        insert(writer, "plain fact")  # the policy reads scope.project_id, which is NULL
+    assert "STRICT_INCOMPLETE" in str(info.value)
+    assert insert(writer, "plain fact", project_id="special").fetchone()[1] == "active"
+
+
+def test_no_active_policy_fails_closed(writer, admin):
+    reset_policies(admin)
+    with raises_sqlstate("MG403") as info:
+        insert(writer, "anything")
+    assert "NO_ACTIVE_POLICY" in str(info.value)
+
+
+# -- who may write what ------------------------------------------------------------------
+
+
+def test_sources_map_limits_who_may_claim_system_rule(writer, admin):
+    with raises_sqlstate("MG403") as info:
+        insert(writer, "a rule", source="system_rule")
+    assert "SOURCE_NOT_PERMITTED" in str(info.value)
+    with admin.transaction():
+        admin.execute("SET LOCAL ROLE memgov_admin")
+        admin.execute("SET LOCAL memgov.org_id = 'acme'")
+        assert insert(admin, "a rule", source="system_rule").fetchone()[1] == "active"
+
+
+def test_replica_mode_does_not_switch_the_trigger_off(admin):
+    admin.execute("SET session_replication_role = replica")
+    try:
+        with raises_sqlstate("MG403"):
+            insert(admin, "DENYME")
+    finally:
+        admin.execute("SET session_replication_role = origin")
+
+
+def test_truncate_is_refused_to_writers(writer, admin):
+    admin.execute("GRANT TRUNCATE ON memgov.long_term_memory_items TO memgov_writer")
+    try:
+        with raises_sqlstate("MG403"):
+            writer.execute("TRUNCATE memgov.long_term_memory_items")
+    finally:
+        admin.execute("REVOKE TRUNCATE ON memgov.long_term_memory_items FROM memgov_writer")
+
+
+def test_writer_cannot_call_the_engine_or_review(writer):
+    with pytest.raises(errors.InsufficientPrivilege):
+        writer.execute("SELECT memgov.approve(gen_random_uuid())")
+    with raises_sqlstate("42501"):
+        writer.execute(
+            "SELECT memgov.govern_write('remember', NULL::memgov.long_term_memory_items, 'x')"
+        )
+    with pytest.raises(errors.InsufficientPrivilege):
+        writer.execute("DELETE FROM memgov.decision_log")
+
+
+# -- review ------------------------------------------------------------------------------
+
+
+def test_approval_honours_a_policy_change(writer, reviewer, admin):
+    memory_id, _ = insert(writer, "HOLDME later forbidden").fetchone()
+    (request_id,) = admin.execute("SELECT request_id FROM memgov.approval_requests").fetchone()
+    # the new version denies what the old one held
+    policy = load_policy(
+        POLICY.format(version="4.0.0", mode="enforce", miss="allow").replace("value: DENYME", "value: forbidden")
+    )
+    admin.execute(compile_policy(policy).install_sql())
+    result = reviewer.execute("SELECT memgov.approve(%s)", (request_id,)).fetchone()[0]
+    assert result["status"] == "denied"
+    assert result["decision"]["matched_rule_ids"] == ["deny-words"]
+    assert items(admin) == {}
+
+
+def test_deny_removes_the_pending_row(writer, reviewer, admin):
+    insert(writer, "HOLDME maybe")
+    (request_id,) = admin.execute("SELECT request_id FROM memgov.approval_requests").fetchone()
+    assert reviewer.execute("SELECT memgov.deny(%s, 'no')", (request_id,)).fetchone()[0]["status"] == "denied"
+    assert items(admin) == {}
+    with raises_sqlstate("MG409"):
+        reviewer.execute("SELECT memgov.deny(%s)", (request_id,))
+
+
+def test_reviewer_cannot_decide_its_own_request_or_another_tenants(writer, reviewer, admin):
+    with admin.transaction():
+        admin.execute("SET LOCAL ROLE memgov_owner")
+        admin.execute(
+            "INSERT INTO memgov.approval_requests (org_id, operation, payload, requested_by)"
+            " VALUES ('acme', 'forget', '{}', 'memgov_reviewer'), ('globex', 'forget', '{}', 'memgov_writer')"
+        )
+    own, other = admin.execute("SELECT request_id FROM memgov.approval_requests ORDER BY org_id").fetchall()
+    with raises_sqlstate("42501"):
+        reviewer.execute("SELECT memgov.approve(%s)", (own[0],))
+    with raises_sqlstate("MG404"):
+        reviewer.execute("SELECT memgov.approve(%s)", (other[0],))
+    with raises_sqlstate("MG404"):
+        reviewer.execute("SELECT memgov.approve(%s)", (uuid.uuid4(),))
+
+
+def test_release_and_purge_quarantine(writer, reviewer, admin):
+    insert(writer, "QUARANTINEME one")
+    insert(writer, "QUARANTINEME two")
+    (first,), (second,) = admin.execute("SELECT quarantine_id FROM memgov.quarantine ORDER BY quarantined_at, payload->>'fact_text'").fetchall()
+    reviewer.execute("SELECT memgov.release_quarantine(%s)", (first,))
+    reviewer.execute("SELECT memgov.purge_quarantine(%s)", (second,))
+    assert items(admin) == {"QUARANTINEME one": "active"}
+    rows = admin.execute("SELECT status, resolved_by, payload FROM memgov.quarantine ORDER BY status").fetchall()
+    assert rows[0][:2] == ("purged", "memgov_reviewer") and "fact_text" not in rows[0][2]
+    assert rows[1][:2] == ("released", "memgov_reviewer")
+
+
+# -- memgov.remember() ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "action", "stored", "key"),
+    [
+        ("plain", "allow", "active", "memory_id"),
+        ("HOLDME", "require_approval", "pending_approval", "request_id"),
+        ("QUARANTINEME", "quarantine", None, "quarantine_id"),
+        ("DENYME", "deny", None, "decision_id"),
+    ],
+)
+def test_remember_returns_the_decision_and_logs_denials(writer, admin, text, action, stored, key):
+    item = {"org_id": ORG, "category": "user_fact", "fact_text": text, "source": "agent_extracted", "confidence": 0.9}
+    decision = writer.execute("SELECT memgov.remember(%s)", (Jsonb(item),)).fetchone()[0]
+    assert decision["action"] == action
+    assert decision[key] is not None
+    assert items(admin).get(text) == stored
+    assert log(admin)[-1][:2] == ("remember", action)
+    # the capture settings do not leak into the rest of the transaction
+    with raises_sqlstate("MG403"):
+        insert(writer, "DENYME direct")
