@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from .engine import MemoryPolicyEngine, PolicyDeniedError, QuarantinedError, SyncMemoryPolicyEngine
 from .errors import ClusterError, ConnectionFailed, MemgovError
+from .policy import PolicyValidationError
 
 __version__ = "0.1.0"
 
@@ -10,5 +12,10 @@ __all__ = [
     "ClusterError",
     "ConnectionFailed",
     "MemgovError",
+    "MemoryPolicyEngine",
+    "PolicyDeniedError",
+    "PolicyValidationError",
+    "QuarantinedError",
+    "SyncMemoryPolicyEngine",
     "__version__",
 ]

@@ -1,0 +1,156 @@
+"""The Python API: MemoryPolicyEngine (async) and its sync twin, as an agent's login
+role and a reviewer's, against real PostgreSQL. The engine holds no rule: every
+answer here comes from the database."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+from psycopg import conninfo
+
+from memgov_pg import MemoryPolicyEngine, PolicyDeniedError, QuarantinedError, SyncMemoryPolicyEngine
+from memgov_pg.deploy import deploy
+
+ROOT = Path(__file__).resolve().parents[2]
+AGENT = "memgov_test_agent"
+REVIEWER = "memgov_test_reviewer"
+
+
+def item(**extra: Any) -> dict[str, Any]:
+    return {"org_id": "acme", "project_id": "p1", "category": "user_fact", "fact_text": "Name is Olena",
+            "source": "agent_extracted", "confidence": 0.9} | extra  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def dsns(memgov_dsn):
+    """DSNs of two login roles: an agent (memgov_writer) and an application (memgov_reviewer)."""
+    with psycopg.connect(memgov_dsn, autocommit=True) as conn:
+        for role, group in ((AGENT, "memgov_writer"), (REVIEWER, "memgov_reviewer")):
+            if not conn.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (role,)).fetchone():
+                conn.execute(f"CREATE ROLE {role} LOGIN")
+            conn.execute(f"GRANT {group} TO {role}")
+    deploy(memgov_dsn, ROOT / "policies" / "default.yaml")
+    params = conninfo.conninfo_to_dict(memgov_dsn)
+    return {
+        role: conninfo.make_conninfo(**(params | {"user": role}))  # type: ignore[arg-type]
+        for role in (AGENT, REVIEWER)
+    }
+
+
+def run(coro: Any) -> Any:
+    return asyncio.run(coro)
+
+
+def test_dry_run_questions(dsns):
+    async def scenario() -> tuple[bool, bool, bool, bool]:
+        async with await MemoryPolicyEngine.connect(dsns[AGENT], org_id="acme") as engine:
+            return (
+                await engine.should_store_in_long_term(item(confidence=0.9)),
+                await engine.requires_user_confirmation(item(confidence=0.9)),
+                await engine.should_store_in_long_term(item(confidence=0.7)),
+                await engine.requires_user_confirmation(item(confidence=0.7)),
+            )
+
+    assert run(scenario()) == (True, False, False, True)
+
+
+def test_remember_allow_and_pending(dsns):
+    async def scenario() -> tuple[dict[str, Any], dict[str, Any]]:
+        async with await MemoryPolicyEngine.connect(dsns[AGENT], org_id="acme") as engine:
+            return await engine.remember(item()), await engine.remember(item(confidence=0.5))
+
+    stored, held = run(scenario())
+    assert stored["action"] == "allow" and stored["memory_id"]
+    assert held["action"] == "require_approval" and held["request_id"]
+
+
+def test_remember_denied_raises_and_is_logged(dsns, db_conn):
+    async def scenario() -> None:
+        async with await MemoryPolicyEngine.connect(dsns[AGENT], org_id="acme") as engine:
+            await engine.remember(item(fact_text="password: hunter2hunter2"))
+
+    with pytest.raises(PolicyDeniedError) as info:
+        run(scenario())
+    assert info.value.rule_id == "block-secrets"
+    assert info.value.reason_codes == ["SECRET_DETECTED"]
+    logged = db_conn.execute(
+        "SELECT action, actor FROM memgov.decision_log WHERE decision_id = %s", (info.value.decision["decision_id"],)
+    ).fetchone()
+    assert logged == ("deny", AGENT)
+
+
+def test_remember_quarantined_raises(dsns, db_conn, memgov_dsn, tmp_path):
+    # a tenant override that quarantines everything from an untrusted channel
+    path = tmp_path / "quarantine.yaml"
+    path.write_text(
+        'version: "1.0.0"\nrules:\n  - {id: untrusted, priority: 1, condition: {context.source: custom}, action: quarantine}\n'
+        "defaults: {on_policy_miss: allow}\n"
+    )
+    deploy(memgov_dsn, path, tenant="quarantined-org")
+
+    async def scenario() -> None:
+        async with await MemoryPolicyEngine.connect(dsns[AGENT], org_id="quarantined-org") as engine:
+            await engine.remember(item(org_id="quarantined-org", context_source="custom"))
+
+    with pytest.raises(QuarantinedError) as info:
+        run(scenario())
+    assert info.value.quarantine_id
+    assert db_conn.execute(
+        "SELECT count(*) FROM memgov.quarantine WHERE quarantine_id = %s", (info.value.quarantine_id,)
+    ).fetchone() == (1,)
+
+
+def test_review_and_feedback_round_trip(dsns, db_conn):
+    with SyncMemoryPolicyEngine.connect(dsns[AGENT], org_id="acme") as agent, \
+            SyncMemoryPolicyEngine.connect(dsns[REVIEWER], org_id="acme") as app:  # fmt: skip
+        held = agent.remember(item(fact_text="Prefers tea", confidence=0.6))
+        assert app.approve(held["request_id"], note="user said yes")["status"] == "approved"
+        memory_id = held["memory_id"]
+        assert app.confirm(memory_id)["confidence_after"] == pytest.approx(0.7)
+        assert app.reject(memory_id)["confidence_after"] == pytest.approx(0.4)
+        edited = app.edit(memory_id, "Prefers green tea")
+        assert edited["action"] == "allow" and edited["confidence_after"] == pytest.approx(0.8)
+        with pytest.raises(PolicyDeniedError):
+            app.edit(memory_id, "api_key=abcdef0123456789abcdef")
+        assert db_conn.execute(
+            "SELECT fact_text FROM memgov.long_term_memory_items WHERE memory_id = %s", (memory_id,)
+        ).fetchone() == ("Prefers green tea",)
+        assert agent.forget(memory_id)["action"] == "allow"
+        second = agent.remember(item(fact_text="Likes jazz", confidence=0.4))
+        assert app.deny(second["request_id"])["status"] == "denied"
+
+
+def test_agents_cannot_give_feedback(dsns):
+    with SyncMemoryPolicyEngine.connect(dsns[AGENT], org_id="acme") as agent:
+        stored = agent.remember(item(fact_text="Lives in Kyiv"))
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            agent.confirm(stored["memory_id"])
+
+
+def test_apply_retention_policy(dsns, db_conn):
+    with SyncMemoryPolicyEngine.connect(dsns[AGENT], org_id="acme") as agent:
+        kept = agent.remember(item(fact_text="Kept forever"))
+        assert agent.apply_retention_policy(kept["memory_id"])["deleted"] is False
+        expiring = agent.remember(item(fact_text="Short lived", retention_policy="ttl_7d"))
+    with db_conn.transaction():
+        db_conn.execute("SET LOCAL ROLE memgov_owner")
+        db_conn.execute(
+            "UPDATE memgov.long_term_memory_items SET created_at = now() - interval '8 days' WHERE memory_id = %s",
+            (expiring["memory_id"],),
+        )
+    with SyncMemoryPolicyEngine.connect(dsns[AGENT], org_id="acme") as agent:
+        result = agent.apply_retention_policy(expiring["memory_id"])
+    assert result == {"memory_id": expiring["memory_id"], "deleted": True, "reason": "ttl", "rule_id": None}
+
+
+def test_feedback_on_another_tenants_memory_is_an_error(dsns):
+    with SyncMemoryPolicyEngine.connect(dsns[AGENT], org_id="acme") as agent:
+        stored = agent.remember(item(fact_text="Acme only"))
+    with SyncMemoryPolicyEngine.connect(dsns[REVIEWER], org_id="globex") as other:
+        with pytest.raises(psycopg.Error) as info:
+            other.confirm(stored["memory_id"])
+    assert info.value.sqlstate == "MG404"
