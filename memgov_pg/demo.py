@@ -1,28 +1,153 @@
-"""``memgov demo``: the main job on the embedded cluster."""
+"""``memgov demo``: a short story of agent writes, user feedback, approvals and
+retention, played against a real database with policies/default.yaml.
+
+Everything the story shows is decided by the database: the demo only sends
+the writes an agent and a user-facing application would send, each as its
+own role (memgov_writer, memgov_reviewer), and prints what was decided.
+"""
 
 from __future__ import annotations
 
-import click
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import psycopg
+from psycopg import sql
+from psycopg.types.json import Jsonb
 from rich.console import Console
 from rich.table import Table
 
 from .db import connect, resolve_dsn
+from .deploy import deploy
 from .migrate import upgrade
 from .resources import query
+
+TENANT = "demo"
+
+
+@dataclass
+class Step:
+    actor: str
+    what: str
+    result: str
+
+
+def default_policy() -> Path:
+    """policies/default.yaml of the checkout, or the copy shipped inside the package."""
+    here = Path(__file__).resolve().parent
+    for candidate in (here.parent / "policies" / "default.yaml", here / "policies" / "default.yaml"):
+        if candidate.is_file():
+            return candidate
+    raise FileNotFoundError("policies/default.yaml")
+
+
+@contextmanager
+def acting_as(conn: psycopg.Connection[Any], role: str) -> Iterator[psycopg.Connection[Any]]:
+    """One transaction as ``role`` for the demo tenant."""
+    with conn.transaction():
+        conn.execute(sql.SQL("SET LOCAL ROLE {}").format(sql.Identifier(role)))
+        conn.execute(query("set_tenant"), {"org_id": TENANT})
+        yield conn
+
+
+def fact(text: str, category: str, confidence: float, **extra: Any) -> dict[str, Any]:
+    return {"org_id": TENANT, "project_id": "atlas", "agent_id": "assistant-1", "subject_id": "olena",
+            "category": category, "fact_text": text, "source": "agent_extracted", "confidence": confidence,
+            "context_source": "mcp"} | extra  # fmt: skip
+
+
+def describe(decision: dict[str, Any]) -> str:
+    rules = ", ".join(decision.get("matched_rule_ids") or []) or "no rule (on_policy_miss)"
+    return f"{decision['action']} — {rules} [{', '.join(decision.get('reason_codes') or [])}]"
+
+
+def play(conn: psycopg.Connection[Any]) -> tuple[list[Step], dict[str, Any]]:
+    steps: list[Step] = []
+    ids: dict[str, dict[str, Any]] = {}
+
+    def agent_remembers(key: str, item: dict[str, Any]) -> None:
+        with acting_as(conn, "memgov_writer"):
+            decision = conn.execute(query("remember"), {"item": Jsonb(item)}).fetchone()[0]
+        ids[key] = decision
+        steps.append(Step("agent", f"remember “{item['fact_text']}” ({item['category']}, {item['confidence']})",
+                          describe(decision)))  # fmt: skip
+
+    def user(name: str, params: dict[str, Any]) -> dict[str, Any]:
+        with acting_as(conn, "memgov_reviewer"):
+            result = conn.execute(query(name), params).fetchone()[0]
+        return dict(result)
+
+    agent_remembers("name", fact("The user's name is Olena", "user_fact", 0.9))
+    agent_remembers("dark", fact("Prefers dark mode in every editor", "preference", 0.85))
+    agent_remembers("kyiv", fact("Probably lives in Kyiv", "assumption", 0.5))
+    agent_remembers("key", fact("Her API key is sk-proj-Zx81hQ2mR7vT4kLp9sWq", "user_fact", 0.95))
+    agent_remembers("tmp", fact("Currently debugging main.py line 42", "temporary_context", 0.9))
+    agent_remembers("atlas", fact("Works on project Atlas, a billing rewrite", "project_fact", 0.6))
+    agent_remembers("trip", fact("Is travelling to Lviv next week", "user_fact", 0.8, retention_policy="ttl_7d"))
+
+    r = user("confirm", {"memory_id": ids["atlas"]["memory_id"]})
+    steps.append(Step("user", "confirms the Atlas fact", f"{r['outcome']}, confidence {r['confidence_before']} → {r['confidence_after']}"))
+    r = user("deny", {"request_id": ids["kyiv"]["request_id"], "note": "not true"})
+    steps.append(Step("reviewer", "denies the Kyiv assumption", r["status"]))
+    r = user("reject", {"memory_id": ids["dark"]["memory_id"]})
+    steps.append(Step("user", "rejects the dark-mode preference", f"{r['outcome']}, confidence {r['confidence_before']} → {r['confidence_after']}"))
+    r = user("edit", {"memory_id": ids["name"]["memory_id"], "new_text": "The user's name is Olena Koval"})
+    steps.append(Step("user", "edits the name to “Olena Koval”", f"{r['action']}, confidence → {r['confidence_after']}"))
+    try:
+        user("edit", {"memory_id": ids["name"]["memory_id"], "new_text": "password: hunter2hunter2"})
+    except psycopg.Error as exc:
+        steps.append(Step("user", "edits the name to a password", f"refused [{exc.sqlstate}]; the old text stays"))
+
+    # eight days pass for the trip (back-dated on the engine's own path), then the sweep runs
+    with conn.transaction():
+        conn.execute("SET LOCAL ROLE memgov_owner")
+        conn.execute(query("demo_backdate"), {"memory_id": ids["trip"]["memory_id"]})
+    conn.autocommit = True
+    conn.execute(query("retention_run"))
+    conn.autocommit = False
+    summary = conn.execute(query("last_maintenance_summary")).fetchone()[0]
+    deleted = summary.get("deleted", {})
+    steps.append(Step("pg_cron", "runs the retention sweep (8 days later)",
+                      "deleted " + ", ".join(f"{k} {v}" for k, v in deleted.items())))  # fmt: skip
+    return steps, summary
 
 
 def run_demo(dsn: str | None) -> None:
     console = Console()
     target = resolve_dsn(dsn)
     before, after = upgrade(target)
-    console.print(f"[bold]memgov schema[/] {before or 'nothing'} -> {after}")
+    console.print(f"[bold]memgov schema[/] {before or 'nothing'} → {after}")
+    result = deploy(target, default_policy())
+    console.print(f"[bold]policy[/] policies/default.yaml {result.version} deployed ({result.rules} rules)\n")
     with connect(target) as conn:
-        objects = conn.execute(query("schema_objects")).fetchall()
-        roles = conn.execute(query("memgov_roles")).fetchall()
-    table = Table(title="memgov objects")
-    table.add_column("table")
-    table.add_column("what it holds")
-    for name, _kind, description in objects:
-        table.add_row(f"memgov.{name}", description or "")
-    console.print(table)
-    click.echo("roles: " + ", ".join(f"{name} ({'LOGIN' if login else 'NOLOGIN'})" for name, login in roles))
+        with conn.transaction():
+            conn.execute("SET LOCAL ROLE memgov_owner")  # the engine's path: a clean slate, undecided
+            conn.execute(query("demo_reset"), {"org_id": TENANT})
+        steps, _summary = play(conn)
+        decisions = conn.execute(query("demo_decisions"), {"org_id": TENANT}).fetchall()
+        memories = conn.execute(query("demo_memories"), {"org_id": TENANT}).fetchall()
+
+    story = Table(title="the story", show_lines=False)
+    for column in ("who", "does", "memgov decides"):
+        story.add_column(column)
+    for step in steps:
+        story.add_row(step.actor, step.what, step.result)
+    console.print(story)
+
+    log = Table(title=f"memgov.decision_log (tenant {TENANT})")
+    for column in ("#", "operation", "action", "enforced", "rules", "reasons", "actor"):
+        log.add_column(column)
+    for row in decisions:
+        log.add_row(*(", ".join(v) if isinstance(v, list) else str(v) for v in row))
+    console.print(log)
+
+    stored = Table(title="memgov.long_term_memory_items")
+    for column in ("fact", "category", "confidence", "status", "retention"):
+        stored.add_column(column)
+    for row in memories:
+        stored.add_row(*(str(v) for v in row))
+    console.print(stored)
+    console.print("Run it again any time; `memgov status` and `memgov evaluate --explain` work on the same database.")

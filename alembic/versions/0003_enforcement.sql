@@ -114,11 +114,14 @@ BEGIN
         RETURNING quarantine_id INTO v_outcome.quarantine_id;
     END IF;
 
-    v_outcome.decision := memgov.decision_json(v_decision)
-        || jsonb_build_object('decision_id', v_outcome.decision_id,
-                              'memory_id', p_item.memory_id,
-                              'request_id', v_outcome.request_id,
-                              'quarantine_id', v_outcome.quarantine_id);
+    -- the decision as JSON is for errors, notices and remember(): a stored write needs none
+    IF v_outcome.action <> 'allow' OR current_setting('memgov.capture', true) = 'on' THEN
+        v_outcome.decision := memgov.decision_json(v_decision)
+            || jsonb_build_object('decision_id', v_outcome.decision_id,
+                                  'memory_id', p_item.memory_id,
+                                  'request_id', v_outcome.request_id,
+                                  'quarantine_id', v_outcome.quarantine_id);
+    END IF;
     RETURN v_outcome;
 END
 $$;
@@ -147,7 +150,9 @@ $$;
 CREATE FUNCTION memgov.enforce_write()
 RETURNS trigger
 LANGUAGE plpgsql
-SET search_path = pg_catalog, pg_temp
+-- No SET clause: it would cost a GUC save and restore on every row. The
+-- function runs with the writer's own rights, and every name in it is
+-- schema-qualified (pg_catalog's too), so search_path cannot redirect it.
 AS $$
 DECLARE
     v_actor      text := current_user;

@@ -220,8 +220,9 @@ RESET ROLE;
 -- each committed on its own (FOR UPDATE SKIP LOCKED: writers are never blocked
 -- for long), expires stale approval requests, prunes its own pg_cron history,
 -- and records a JSON summary in memgov.maintenance_runs. An advisory lock lets
--- one run at a time proceed; killing a run loses nothing, the next one finishes
--- the work. Deletions are logged without the memory's content.
+-- one run at a time proceed (per database); killing a run loses nothing, the
+-- next one finishes the work and marks the killed one interrupted. Deletions
+-- are logged without the memory's content.
 
 SET ROLE memgov_owner;
 
@@ -282,6 +283,9 @@ AS $$
         WHEN p_item.retention_policy = 'confidence_based'
              AND p_item.low_confidence_since
                  <= now() - memgov.retention_interval(p_item.org_id, 'confidence_grace', interval '30 days')
+             -- still below the floor of the active policy (a new policy may have lowered it)
+             AND p_item.confidence
+                 < coalesce((memgov.policy_settings(p_item.org_id) #>> '{retention,confidence_floor}')::numeric, 0.3)
              THEN 'confidence'
         WHEN memgov.retention_rule(p_item) IS NOT NULL THEN 'auto_delete'
     END
@@ -312,6 +316,7 @@ DECLARE
     v_cursor   uuid;
     v_max      uuid;
     v_path     text[];
+    v_cutoff   timestamptz;
 BEGIN
     IF p_kind = 'ttl' THEN
         WITH due AS (
@@ -322,7 +327,7 @@ BEGIN
         ), gone AS (
             DELETE FROM memgov.long_term_memory_items m USING due
              WHERE m.memory_id = due.memory_id AND m.org_id = due.org_id
-            RETURNING m.*
+            RETURNING m.memory_id, m.org_id
         )
         INSERT INTO memgov.deletion_log (memory_id, org_id, reason, policy_version, run_id)
         SELECT g.memory_id, g.org_id, 'ttl', memgov.policy_settings(g.org_id) ->> 'version', p_run_id
@@ -330,17 +335,27 @@ BEGIN
         GET DIAGNOSTICS v_deleted = ROW_COUNT;
         v_taken := v_deleted;
     ELSIF p_kind = 'confidence' THEN
+        -- the loosest cutoff of any active policy bounds the index scan; each row is then
+        -- held to its own tenant's grace and floor
+        SELECT now() - least(interval '30 days',
+                             min((v.settings #>> '{retention,confidence_grace}')::interval))
+          INTO v_cutoff
+          FROM memgov.policy_versions v
+         WHERE v.active;
         WITH due AS (
             SELECT m.memory_id, m.org_id FROM memgov.long_term_memory_items m
              WHERE m.retention_policy = 'confidence_based'
+               AND m.low_confidence_since <= v_cutoff
                AND m.low_confidence_since
                    <= now() - memgov.retention_interval(m.org_id, 'confidence_grace', interval '30 days')
+               AND m.confidence
+                   < coalesce((memgov.policy_settings(m.org_id) #>> '{retention,confidence_floor}')::numeric, 0.3)
              LIMIT p_batch_size
                FOR UPDATE SKIP LOCKED
         ), gone AS (
             DELETE FROM memgov.long_term_memory_items m USING due
              WHERE m.memory_id = due.memory_id AND m.org_id = due.org_id
-            RETURNING m.*
+            RETURNING m.memory_id, m.org_id
         )
         INSERT INTO memgov.deletion_log (memory_id, org_id, reason, policy_version, run_id)
         SELECT g.memory_id, g.org_id, 'confidence', memgov.policy_settings(g.org_id) ->> 'version', p_run_id
@@ -348,10 +363,17 @@ BEGIN
         GET DIAGNOSTICS v_deleted = ROW_COUNT;
         v_taken := v_deleted;
     ELSIF p_kind = 'auto_delete' THEN
+        -- no active policy has an auto_delete rule: nothing to walk
+        IF NOT EXISTS (SELECT FROM memgov.memory_policy_rules r
+                         JOIN memgov.policy_versions v
+                           ON v.org_id = r.org_id AND v.version = r.policy_version
+                        WHERE v.active AND r.action = 'auto_delete') THEN
+            RETURN 0;
+        END IF;
         -- auto_delete rules are arbitrary predicates: walk the table once per run
         -- in primary-key order, one chunk per batch, and delete what matches
         SELECT (summary ->> 'cursor')::uuid INTO v_cursor
-          FROM memgov.maintenance_runs WHERE run_id = p_run_id;
+          FROM memgov.maintenance_runs WHERE org_id = '*' AND run_id = p_run_id;
         WITH chunk AS (
             SELECT m.memory_id FROM memgov.long_term_memory_items m
              WHERE m.memory_id > coalesce(v_cursor, '00000000-0000-0000-0000-000000000000')
@@ -379,7 +401,7 @@ BEGIN
           INTO v_taken, v_max, v_deleted;
         UPDATE memgov.maintenance_runs
            SET summary = summary || jsonb_build_object('cursor', v_max)
-         WHERE run_id = p_run_id;
+         WHERE org_id = '*' AND run_id = p_run_id;
     ELSIF p_kind = 'approvals' THEN
         WITH stale AS (
             SELECT r.request_id, r.org_id FROM memgov.approval_requests r
@@ -409,7 +431,7 @@ BEGIN
     v_path := CASE p_kind WHEN 'approvals' THEN ARRAY['expired', 'approvals'] ELSE ARRAY['deleted', p_kind] END;
     UPDATE memgov.maintenance_runs
        SET summary = jsonb_set(summary, v_path, to_jsonb(coalesce((summary #>> v_path)::bigint, 0) + v_deleted))
-     WHERE run_id = p_run_id;
+     WHERE org_id = '*' AND run_id = p_run_id;
     RETURN v_taken;
 END
 $$;
@@ -423,15 +445,16 @@ SET search_path = pg_catalog, pg_temp
 AS $$
     SELECT jsonb_build_object(
         'deleted', jsonb_build_object(
-            'ttl',         count(*) FILTER (WHERE memgov.due_reason(m) = 'ttl'),
-            'confidence',  count(*) FILTER (WHERE memgov.due_reason(m) = 'confidence'),
-            'auto_delete', count(*) FILTER (WHERE memgov.due_reason(m) = 'auto_delete')),
+            'ttl',         count(*) FILTER (WHERE d.reason = 'ttl'),
+            'confidence',  count(*) FILTER (WHERE d.reason = 'confidence'),
+            'auto_delete', count(*) FILTER (WHERE d.reason = 'auto_delete')),
         'expired', jsonb_build_object(
             'approvals', (SELECT count(*) FROM memgov.approval_requests r
                            WHERE r.status = 'pending'
                              AND r.requested_at <= now() - memgov.retention_interval(r.org_id, 'approval_ttl', interval '7 days'))))
-      FROM memgov.long_term_memory_items m
-     WHERE m.retention_policy <> 'permanent_until_revoked'
+      FROM (SELECT memgov.due_reason(m) AS reason
+              FROM memgov.long_term_memory_items m
+             WHERE m.retention_policy <> 'permanent_until_revoked') AS d
 $$;
 
 -- Opens a run (after marking runs that were killed as interrupted); returns its id.
@@ -456,73 +479,104 @@ BEGIN
 END
 $$;
 
--- Closes a run with its summary; prunes this job's own pg_cron history when it is visible here.
-CREATE FUNCTION memgov.finish_maintenance(p_run_id bigint, p_preview jsonb DEFAULT NULL)
+-- Closes a run with its summary (p_preview: a dry run's counts; p_cron_pruned: pg_cron history rows pruned).
+CREATE FUNCTION memgov.finish_maintenance(p_run_id bigint, p_preview jsonb DEFAULT NULL, p_cron_pruned bigint DEFAULT 0)
 RETURNS jsonb
 LANGUAGE plpgsql
 SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    v_pruned   bigint := 0;
     v_summary  jsonb;
 BEGIN
-    IF p_preview IS NULL AND to_regclass('cron.job_run_details') IS NOT NULL THEN
-        BEGIN
-            EXECUTE $sql$
-                DELETE FROM cron.job_run_details d
-                 USING cron.job j
-                 WHERE d.jobid = j.jobid AND j.jobname LIKE 'memgov-maintenance%'
-                   AND d.end_time < now() - interval '7 days'
-            $sql$;
-            GET DIAGNOSTICS v_pruned = ROW_COUNT;
-        EXCEPTION WHEN insufficient_privilege THEN
-            v_pruned := 0;  -- not ours to prune
-        END;
-    END IF;
     UPDATE memgov.maintenance_runs
        SET status = 'finished', finished_at = now(),
            summary = (coalesce(p_preview, summary) - 'cursor')
                      || jsonb_build_object('run_id', run_id, 'dry_run', dry_run,
-                                           'cron_history_pruned', v_pruned,
+                                           'cron_history_pruned', coalesce(p_cron_pruned, 0),
                                            'started_at', started_at, 'finished_at', now())
-     WHERE run_id = p_run_id
+     WHERE org_id = '*' AND run_id = p_run_id
     RETURNING summary INTO v_summary;
     RETURN v_summary;
 END
 $$;
 
 -- The sweep: one idempotent entry point for pg_cron and the CLI. Each batch commits on its own.
+-- No SECURITY DEFINER and no SET clause: either would forbid the COMMITs. It runs as its
+-- caller, which is also what lets it prune the caller's own pg_cron history.
 CREATE PROCEDURE memgov.run_maintenance(dry_run boolean DEFAULT false)
 LANGUAGE plpgsql
 AS $$
 DECLARE
-    v_run    bigint;
-    v_batch  integer;
-    v_kind   text;
+    v_lock    bigint := pg_catalog.hashtext('memgov.run_maintenance');
+    v_run     bigint;
+    v_batch   integer;
+    v_kind    text;
+    v_taken   integer;
+    v_pruned  bigint := 0;
 BEGIN
-    -- a second run while one is going returns at once
-    IF NOT pg_catalog.pg_try_advisory_lock(pg_catalog.hashtext('memgov.run_maintenance')) THEN
-        RAISE NOTICE 'memgov: another maintenance run is in progress; this one does nothing';
+    -- a second run while one is going returns at once (the lock is per database)
+    IF NOT pg_catalog.pg_try_advisory_lock(v_lock) THEN
+        RAISE NOTICE 'memgov: another maintenance run is in progress; this one does nothing'
+            USING ERRCODE = 'MG409';
         RETURN;
     END IF;
-    v_batch := coalesce((memgov.policy_settings('*') #>> '{retention,batch_size}')::integer, 5000);
-    v_run := memgov.start_maintenance(dry_run);
+    -- the lock belongs to the session: every step that can fail releases it before re-raising,
+    -- so that a failed run in a long-lived session does not block the runs that follow
+    BEGIN
+        v_batch := greatest(1, coalesce((memgov.policy_settings('*') #>> '{retention,batch_size}')::integer, 5000));
+        v_run := memgov.start_maintenance(dry_run);
+    EXCEPTION WHEN OTHERS OR query_canceled THEN
+        PERFORM pg_catalog.pg_advisory_unlock(v_lock);
+        RAISE;
+    END;
     COMMIT;
     IF dry_run THEN
-        PERFORM memgov.finish_maintenance(v_run, memgov.retention_preview());
+        BEGIN
+            PERFORM memgov.finish_maintenance(v_run, memgov.retention_preview());
+        EXCEPTION WHEN OTHERS OR query_canceled THEN
+            PERFORM pg_catalog.pg_advisory_unlock(v_lock);
+            RAISE;
+        END;
     ELSE
         FOREACH v_kind IN ARRAY ARRAY['ttl', 'confidence', 'auto_delete', 'approvals'] LOOP
             LOOP
-                EXIT WHEN memgov.sweep_batch(v_run, v_kind, v_batch) < v_batch;
+                BEGIN
+                    v_taken := memgov.sweep_batch(v_run, v_kind, v_batch);
+                EXCEPTION WHEN OTHERS OR query_canceled THEN
+                    PERFORM pg_catalog.pg_advisory_unlock(v_lock);
+                    RAISE;
+                END;
                 COMMIT;
+                EXIT WHEN v_taken < v_batch;
             END LOOP;
-            COMMIT;
         END LOOP;
-        PERFORM memgov.finish_maintenance(v_run);
+        -- this database's own pg_cron history, when it lives here and the caller may see it
+        -- (pg_cron's row security shows each user its own jobs' runs)
+        BEGIN
+            IF pg_catalog.to_regclass('cron.job_run_details') IS NOT NULL THEN
+                EXECUTE $sql$
+                    DELETE FROM cron.job_run_details d
+                     USING cron.job j
+                     WHERE d.jobid = j.jobid
+                       AND j.database = pg_catalog.current_database()
+                       AND j.command LIKE '%memgov.run_maintenance%'
+                       AND d.end_time < pg_catalog.now() - interval '7 days'
+                $sql$;
+                GET DIAGNOSTICS v_pruned = ROW_COUNT;
+            END IF;
+        EXCEPTION WHEN insufficient_privilege OR undefined_table OR invalid_schema_name THEN
+            v_pruned := 0;  -- not ours to prune
+        END;
+        BEGIN
+            PERFORM memgov.finish_maintenance(v_run, NULL, v_pruned);
+        EXCEPTION WHEN OTHERS OR query_canceled THEN
+            PERFORM pg_catalog.pg_advisory_unlock(v_lock);
+            RAISE;
+        END;
     END IF;
     COMMIT;
-    PERFORM pg_catalog.pg_advisory_unlock(pg_catalog.hashtext('memgov.run_maintenance'));
+    PERFORM pg_catalog.pg_advisory_unlock(v_lock);
 END
 $$;
 
@@ -553,7 +607,7 @@ REVOKE EXECUTE ON FUNCTION
     memgov.sweep_batch(bigint, text, integer),
     memgov.retention_preview(),
     memgov.start_maintenance(boolean),
-    memgov.finish_maintenance(bigint, jsonb),
+    memgov.finish_maintenance(bigint, jsonb, bigint),
     memgov.apply_retention(uuid)
     FROM PUBLIC;
 REVOKE EXECUTE ON PROCEDURE memgov.run_maintenance(boolean) FROM PUBLIC;
@@ -561,7 +615,7 @@ GRANT EXECUTE ON FUNCTION
     memgov.sweep_batch(bigint, text, integer),
     memgov.retention_preview(),
     memgov.start_maintenance(boolean),
-    memgov.finish_maintenance(bigint, jsonb)
+    memgov.finish_maintenance(bigint, jsonb, bigint)
     TO memgov_admin;
 GRANT EXECUTE ON PROCEDURE memgov.run_maintenance(boolean) TO memgov_admin;
 GRANT EXECUTE ON FUNCTION memgov.apply_retention(uuid) TO memgov_writer, memgov_reviewer, memgov_admin;

@@ -43,7 +43,8 @@ def bench_database(dsn: str | None, name: str) -> Iterator[str]:
     try:
         if dsn is None:
             base = Path(tempfile.mkdtemp(prefix="memgov-bench-"))
-            cluster = LocalCluster(base, free_port(), durable=False)
+            # durable: fsync and synchronous_commit on, as a production server runs
+            cluster = LocalCluster(base, free_port(), durable=True)
             cluster.init()
             cluster.start()
             cluster.bootstrap()
