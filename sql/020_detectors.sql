@@ -32,7 +32,9 @@
 -- Kinds reported by memgov.detect_content():
 --   pii:    email, phone, ssn, card
 --   secret: assignment, bearer, private_key, sk_key, aws_key, jwt,
---           github_token, slack_token
+--           github_token, slack_token, url_credentials
+
+SET ROLE memgov_owner;
 
 
 -- Cheap necessary condition for PII: an '@' or a '+' before a digit, or 9+ digits joined by phone separators.
@@ -55,9 +57,9 @@ LANGUAGE sql IMMUTABLE PARALLEL SAFE
 -- position of the text. Validity checks sit at the end of each alternative,
 -- where they run once per candidate.
 RETURN $re$(?x)
-  # 1 email: x@domain.tld -- not an SSH remote (git@github.com:...) nor a
-  #   retina asset name (logo@2x.png)
-  ( [A-Za-z0-9._%+-] @ (?<!(?:^|[^A-Za-z0-9._%+-])git@) (?![0-9]+x\.)
+  # 1 email: x@domain.tld -- not an SSH remote (git@github.com:...), the user
+  #   info of a URL (https://user:token@host) nor a retina asset (logo@2x.png)
+  ( [A-Za-z0-9._%+-] @ (?<!(?:^|[^A-Za-z0-9._%+-])git@) (?<!//[^ \t\n/@]*@) (?![0-9]+x\.)
     [A-Za-z0-9-]+ (?:\.[A-Za-z0-9-]+)* \.[A-Za-z]{2,} )
   # 2 phone
 | ( # international: "+", country code, 8-15 digits in all, separated by
@@ -100,11 +102,11 @@ RETURNS text
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
 RETURN $re$(?x)
   ----- | sk- | k_live_ | k_test_ | A[KS]IA | eyJ | gh[pousr]_ | github_pat_ | xox[abprs]-
-| [Bb]earer | BEARER
+| [Bb]earer | BEARER | ://
 $re$;
 
 
--- Regex for fixed-format credentials (case-sensitive); capture groups 1-7 name the kind.
+-- Regex for fixed-format credentials (case-sensitive); capture groups 1-8 name the kind.
 CREATE OR REPLACE FUNCTION memgov.secret_token_pattern()
 RETURNS text
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
@@ -132,6 +134,13 @@ RETURN $re$(?x)
 | ( xox[abprs]- (?<! [A-Za-z0-9_-]xox[abprs]- ) (?= [A-Za-z0-9-]{10} ) )
   # 7 bearer: "Bearer <token>" (in an Authorization header or not)
 | ( (?:[Bb]earer|BEARER) (?= [ \t]+ (?![Yy][Oo][Uu][Rr]) [A-Za-z0-9._~+/-]{16} ) )
+  # 8 url_credentials: a password in a URL's user info
+  #   (postgres://app:S3cret-Pa55@db:5432/app, redis://:p4ssw0rd@cache),
+  #   not a placeholder (user:password@, :****@, :${DB_PASSWORD}@, :<pass>@)
+| ( :// (?<= [A-Za-z0-9]:// )
+    (?= [^][ \t\n/?#@:]* :
+        (?! (?:password|passwd|pass|secret|changeme|x+|\*+)@ | [$<{*] )
+        [^][ \t\n/?#@]{3,} @ ) )
 $re$;
 
 
@@ -274,7 +283,8 @@ BEGIN ATOMIC
             SELECT g.kind
               FROM regexp_matches(p_text COLLATE "C", memgov.secret_token_pattern(), 'g') AS m(groups),
                    unnest(m.groups, ARRAY['private_key', 'sk_key', 'aws_key', 'jwt',
-                                          'github_token', 'slack_token', 'bearer']) AS g(hit, kind)
+                                          'github_token', 'slack_token', 'bearer',
+                                          'url_credentials']) AS g(hit, kind)
              WHERE g.hit IS NOT NULL
             UNION
             SELECT 'assignment'
@@ -377,3 +387,5 @@ BEGIN ATOMIC
                                   coalesce(memgov.contains_secret(p_text), false),
                                   p_context_source, p_org_id, p_project_id, p_thresholds) AS r;
 END;
+
+RESET ROLE;

@@ -38,6 +38,8 @@
 --   secret: assignment, bearer, private_key, sk_key, aws_key, jwt,
 --           github_token, slack_token, url_credentials
 
+SET ROLE memgov_owner;
+
 
 -- Cheap necessary condition for PII: an '@' or a '+' before a digit, or 9+ digits joined by phone separators.
 CREATE OR REPLACE FUNCTION memgov.pii_candidate_pattern()
@@ -389,6 +391,8 @@ BEGIN ATOMIC
                                   coalesce(memgov.contains_secret(p_text), false),
                                   p_context_source, p_org_id, p_project_id, p_thresholds) AS r;
 END;
+
+RESET ROLE;
 -- memgov: policy versions, the decision entry points and deployment.
 --
 -- `memgov deploy` compiles a policy file into three functions named after the

@@ -36,6 +36,7 @@ SECRET_KINDS = frozenset(
         "jwt",
         "github_token",
         "slack_token",
+        "url_credentials",
     }
 )
 CASE_KEYS = frozenset({"text", "pii", "secret", "kind", "note"})
@@ -75,12 +76,8 @@ def load_corpus() -> list[Case]:
             # Per-kind metrics need complete labels: a positive names its kinds,
             # a negative names none of its family.
             assert entry["pii"] == bool(kinds & PII_KINDS), f"{where}: pii label and kind disagree"
-            assert entry["secret"] == bool(kinds & SECRET_KINDS), (
-                f"{where}: secret label and kind disagree"
-            )
-            cases.append(
-                Case(where, entry["text"], entry["pii"], entry["secret"], kinds, entry.get("note"))
-            )
+            assert entry["secret"] == bool(kinds & SECRET_KINDS), f"{where}: secret label and kind disagree"
+            cases.append(Case(where, entry["text"], entry["pii"], entry["secret"], kinds, entry.get("note")))
     return cases
 
 
@@ -88,9 +85,7 @@ CORPUS = load_corpus()
 TEXTS = [case.text for case in CORPUS]
 
 
-def evaluate(
-    conn: psycopg.Connection[Any], expression: str, texts: Sequence[str] = TEXTS
-) -> list[Any]:
+def evaluate(conn: psycopg.Connection[Any], expression: str, texts: Sequence[str] = TEXTS) -> list[Any]:
     """Evaluate `expression` (over column `c.t`) for every text in one query, in order."""
     rows = conn.execute(
         f"SELECT {expression} FROM unnest(%s::text[]) WITH ORDINALITY AS c(t, n) ORDER BY c.n",
@@ -131,11 +126,9 @@ class Score:
 
 def print_table(title: str, scores: dict[str, Score]) -> None:
     print(f"\n{title}")
-    print(f"  {'detector':<14}{'TP':>5}{'FP':>5}{'FN':>5}{'TN':>5}{'precision':>11}{'recall':>8}")
+    print(f"  {'detector':<16}{'TP':>5}{'FP':>5}{'FN':>5}{'TN':>5}{'precision':>11}{'recall':>8}")
     for name, s in scores.items():
-        print(
-            f"  {name:<14}{s.tp:>5}{s.fp:>5}{s.fn:>5}{s.tn:>5}{s.precision:>11.3f}{s.recall:>8.3f}"
-        )
+        print(f"  {name:<16}{s.tp:>5}{s.fp:>5}{s.fn:>5}{s.tn:>5}{s.precision:>11.3f}{s.recall:>8.3f}")
 
 
 def misses(cases: Iterable[Case], expected: Sequence[bool], actual: Sequence[bool]) -> str:
@@ -164,9 +157,7 @@ def test_corpus_is_large_and_covers_every_kind() -> None:
     ("family", "function"),
     [("pii", "memgov.contains_pii"), ("secret", "memgov.contains_secret")],
 )
-def test_detector_precision_and_recall(
-    db_conn: psycopg.Connection[Any], family: str, function: str
-) -> None:
+def test_detector_precision_and_recall(db_conn: psycopg.Connection[Any], family: str, function: str) -> None:
     actual = evaluate(db_conn, f"{function}(c.t)")
     expected = [getattr(case, family) for case in CORPUS]
     score = Score()
@@ -179,6 +170,20 @@ def test_detector_precision_and_recall(
         f"{family}: precision {score.precision:.3f}, recall {score.recall:.3f} "
         f"(need {THRESHOLD})\n{misses(CORPUS, expected, actual)}"
     )
+
+
+def test_every_line_not_marked_as_a_known_limit_is_right(db_conn: psycopg.Connection[Any]) -> None:
+    """Thresholds hide a single regression; lines whose note does not start "known false" must all pass."""
+    pii = evaluate(db_conn, "memgov.contains_pii(c.t)")
+    secret = evaluate(db_conn, "memgov.contains_secret(c.t)")
+    wrong = [
+        f"  {case.where}: {case.text!r} want pii={case.pii} secret={case.secret}, got {p} {s}"
+        for case, p, s in zip(CORPUS, pii, secret, strict=True)
+        if not (case.note or "").startswith("known false") and (p, s) != (case.pii, case.secret)
+    ]
+    assert not wrong, "\n" + "\n".join(wrong)
+    known = [case for case in CORPUS if (case.note or "").startswith("known false")]
+    assert len(known) <= len(CORPUS) // 20, "known limits must stay few"
 
 
 def test_detect_content_kinds_precision_and_recall(db_conn: psycopg.Connection[Any]) -> None:
@@ -229,9 +234,7 @@ def test_candidate_patterns_admit_every_precise_match(
 ) -> None:
     """The detectors skip a precise pattern when its cheap candidate fails: that must never hide a match."""
     texts = [
-        variant
-        for text in TEXTS
-        for variant in (text, text.upper(), text.lower(), f"({text})", f"x {text}. Next")
+        variant for text in TEXTS for variant in (text, text.upper(), text.lower(), f"({text})", f"x {text}. Next")
     ]
     hidden = [
         text
@@ -262,7 +265,7 @@ def test_candidate_patterns_admit_every_precise_match(
         ),
         ("SSN 123-45-6789, SSN 219-09-9999", {"pii": ["ssn"], "secret": []}),
         (
-            "GITHUB_TOKEN=ghp_4JdpmrcXgGCJbW56eCuNGMGmSrCGIZEG8pSH",
+            "GITHUB_TOKEN=ghp_FAKEmrcXgGCJbW56eCuNGMGmSrCEXAMPLE01",
             {"pii": [], "secret": ["assignment", "github_token"]},
         ),
         (
@@ -340,7 +343,7 @@ BOTH = "olena@example.com, password: Adm1n!2024"
         # missing project (empty string): max(1.05 / 3 = .35, .56)
         ("remember", CLEAN, "mcp", "acme", "", "0.560", "medium",
          {"operation": 0.30, "trusted_source": 0.05, "missing_scope": 0.70}),
-        # missing org (blank): same
+        # missing org (blank counts as missing): max(.80 / 3 = .267, .56)
         ("get", CLEAN, "mcp", "   ", "atlas", "0.560", "medium",
          {"operation": 0.05, "trusted_source": 0.05, "missing_scope": 0.70}),
         # update + secret + trusted: max(1.15 / 3 = .3833, .56)
@@ -445,9 +448,7 @@ def test_null_text_has_no_content_factors(db_conn: psycopg.Connection[Any]) -> N
 @pytest.mark.parametrize("operation", ["delete", "REMEMBER", "", None])
 def test_unknown_operation_is_rejected(db_conn: psycopg.Connection[Any], operation: str | None) -> None:
     with pytest.raises(psycopg.errors.InvalidParameterValue, match="unknown operation"):
-        db_conn.execute(
-            "SELECT * FROM memgov.risk_assessment(%s, 'x', 'mcp', 'acme', 'atlas')", [operation]
-        )
+        db_conn.execute("SELECT * FROM memgov.risk_assessment(%s, 'x', 'mcp', 'acme', 'atlas')", [operation])
 
 
 def test_trusted_sources_must_be_an_array(db_conn: psycopg.Connection[Any]) -> None:
@@ -477,9 +478,7 @@ DETECTOR_FUNCTIONS = [
 
 
 @pytest.mark.parametrize("signature", DETECTOR_FUNCTIONS)
-def test_functions_are_immutable_and_parallel_safe(
-    db_conn: psycopg.Connection[Any], signature: str
-) -> None:
+def test_functions_are_immutable_and_parallel_safe(db_conn: psycopg.Connection[Any], signature: str) -> None:
     row = db_conn.execute(
         "SELECT provolatile, proparallel FROM pg_catalog.pg_proc WHERE oid = %s::regprocedure",
         [signature],
