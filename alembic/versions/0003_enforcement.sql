@@ -369,6 +369,39 @@ BEGIN
 END
 $$;
 
+-- Applies a write a reviewer let through (held or quarantined), on the engine's path.
+CREATE FUNCTION memgov.apply_write(
+    p_operation text, p_item memgov.long_term_memory_items, p_policy_version text, p_decision_id bigint)
+RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    CASE p_operation
+    WHEN 'remember' THEN
+        -- a held INSERT's pending row becomes active; a quarantined one is stored now
+        p_item.status := 'active';
+        p_item.policy_version := p_policy_version;
+        p_item.decision_id := p_decision_id;
+        INSERT INTO memgov.long_term_memory_items SELECT (p_item).*
+            ON CONFLICT (memory_id, org_id) DO UPDATE
+           SET status = 'active', policy_version = excluded.policy_version, decision_id = excluded.decision_id;
+    WHEN 'update' THEN
+        UPDATE memgov.long_term_memory_items AS m
+           SET project_id = p_item.project_id, agent_id = p_item.agent_id,
+               subject_id = p_item.subject_id, session_id = p_item.session_id,
+               category = p_item.category, fact_text = p_item.fact_text, source = p_item.source,
+               confidence = p_item.confidence, is_sensitive = p_item.is_sensitive,
+               retention_policy = p_item.retention_policy, context_source = p_item.context_source,
+               metadata = p_item.metadata, policy_version = p_policy_version, decision_id = p_decision_id
+         WHERE m.memory_id = p_item.memory_id AND m.org_id = p_item.org_id;
+    WHEN 'forget' THEN
+        DELETE FROM memgov.long_term_memory_items AS m
+         WHERE m.memory_id = p_item.memory_id AND m.org_id = p_item.org_id;
+    END CASE;
+END
+$$;
+
 -- Applies a held write. It is re-decided by the active policy first: a policy
 -- that now denies or quarantines it wins over the approval.
 CREATE FUNCTION memgov.approve(request_id uuid, note text DEFAULT NULL)
@@ -414,25 +447,7 @@ BEGIN
                                   'decision', memgov.decision_json(v_decision));
     END IF;
 
-    CASE v_request.operation
-    WHEN 'remember' THEN
-        UPDATE memgov.long_term_memory_items
-           SET status = 'active', policy_version = v_decision.policy_version, decision_id = v_id
-         WHERE memory_id = v_request.memory_id AND org_id = v_request.org_id;
-    WHEN 'update' THEN
-        UPDATE memgov.long_term_memory_items AS m
-           SET project_id = v_item.project_id, agent_id = v_item.agent_id,
-               subject_id = v_item.subject_id, session_id = v_item.session_id,
-               category = v_item.category, fact_text = v_item.fact_text, source = v_item.source,
-               confidence = v_item.confidence, is_sensitive = v_item.is_sensitive,
-               retention_policy = v_item.retention_policy, context_source = v_item.context_source,
-               metadata = v_item.metadata, policy_version = v_decision.policy_version,
-               decision_id = v_id
-         WHERE m.memory_id = v_request.memory_id AND m.org_id = v_request.org_id;
-    WHEN 'forget' THEN
-        DELETE FROM memgov.long_term_memory_items
-         WHERE memory_id = v_request.memory_id AND org_id = v_request.org_id;
-    END CASE;
+    PERFORM memgov.apply_write(v_request.operation, v_item, v_decision.policy_version, v_id);
     PERFORM memgov.close_request(v_request, 'approved', v_actor, approve.note);
     RETURN jsonb_build_object('request_id', v_request.request_id, 'status', 'approved',
                               'decision', memgov.decision_json(v_decision));
@@ -488,24 +503,7 @@ DECLARE
     v_entry  memgov.quarantine := memgov.held_quarantine(release_quarantine.quarantine_id);
     v_item   memgov.long_term_memory_items := jsonb_populate_record(NULL::memgov.long_term_memory_items, v_entry.payload);
 BEGIN
-    CASE v_entry.operation
-    WHEN 'remember' THEN
-        v_item.status := 'active';
-        v_item.policy_version := v_entry.decision ->> 'policy_version';
-        INSERT INTO memgov.long_term_memory_items SELECT (v_item).*;
-    WHEN 'update' THEN
-        UPDATE memgov.long_term_memory_items AS m
-           SET project_id = v_item.project_id, agent_id = v_item.agent_id,
-               subject_id = v_item.subject_id, session_id = v_item.session_id,
-               category = v_item.category, fact_text = v_item.fact_text, source = v_item.source,
-               confidence = v_item.confidence, is_sensitive = v_item.is_sensitive,
-               retention_policy = v_item.retention_policy, context_source = v_item.context_source,
-               metadata = v_item.metadata
-         WHERE m.memory_id = v_item.memory_id AND m.org_id = v_item.org_id;
-    WHEN 'forget' THEN
-        DELETE FROM memgov.long_term_memory_items
-         WHERE memory_id = v_item.memory_id AND org_id = v_item.org_id;
-    END CASE;
+    PERFORM memgov.apply_write(v_entry.operation, v_item, v_entry.decision ->> 'policy_version', NULL);
     UPDATE memgov.quarantine
        SET status = 'released', resolved_at = now(), resolved_by = memgov.invoker_role()
      WHERE quarantine.quarantine_id = v_entry.quarantine_id AND org_id = v_entry.org_id;
@@ -544,7 +542,8 @@ REVOKE EXECUTE ON FUNCTION
     memgov.check_reviewer(text, text),
     memgov.pending_request(uuid),
     memgov.close_request(memgov.approval_requests, text, text, text),
-    memgov.held_quarantine(uuid)
+    memgov.held_quarantine(uuid),
+    memgov.apply_write(text, memgov.long_term_memory_items, text, bigint)
     FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION memgov.govern_write(text, memgov.long_term_memory_items, text)
     TO memgov_writer, memgov_reviewer, memgov_admin;
@@ -569,6 +568,7 @@ DROP FUNCTION memgov.deny(uuid, text);
 DROP FUNCTION memgov.release_quarantine(uuid);
 DROP FUNCTION memgov.purge_quarantine(uuid);
 DROP FUNCTION memgov.held_quarantine(uuid);
+DROP FUNCTION memgov.apply_write(text, memgov.long_term_memory_items, text, bigint);
 DROP FUNCTION memgov.close_request(memgov.approval_requests, text, text, text);
 DROP FUNCTION memgov.pending_request(uuid);
 DROP FUNCTION memgov.check_reviewer(text, text);
