@@ -8,9 +8,9 @@ with an application's own Alembic history and survives ``downgrade base``.
 
 from __future__ import annotations
 
-from alembic import context
 from sqlalchemy import create_engine, pool
 
+from alembic import context
 from memgov_pg.db import connect, resolve_dsn
 from memgov_pg.migrate import MIGRATION_LOCK_SQL, VERSION_TABLE
 
@@ -36,9 +36,7 @@ def run_migrations_offline() -> None:
 
 def run_migrations_online() -> None:
     dsn = _dsn()
-    engine = create_engine(
-        "postgresql+psycopg://", creator=lambda: connect(dsn), poolclass=pool.NullPool
-    )
+    engine = create_engine("postgresql+psycopg://", creator=lambda: connect(dsn), poolclass=pool.NullPool)
     with engine.connect() as connection:
         context.configure(
             connection=connection,

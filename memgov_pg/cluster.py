@@ -194,9 +194,7 @@ class LocalCluster:
             raise ClusterError(f"cannot write {conf}: {_last_line(out)}")
         main_conf = self.datadir / "postgresql.conf"
         if "include_if_exists = 'memgov.conf'" not in main_conf.read_text():
-            out = self.os_user.run(
-                ["sh", "-c", f"echo \"include_if_exists = 'memgov.conf'\" >> '{main_conf}'"]
-            )
+            out = self.os_user.run(["sh", "-c", f"echo \"include_if_exists = 'memgov.conf'\" >> '{main_conf}'"])
             if out.returncode != 0:
                 raise ClusterError(f"cannot write {main_conf}: {_last_line(out)}")
 
@@ -208,13 +206,9 @@ class LocalCluster:
             return
         if not port_is_free(self.port):
             raise ClusterError(f"port {self.port} is taken by another server")
-        out = self._pg(
-            "pg_ctl", "-D", str(self.datadir), "-l", str(self.logfile), "-w", "-t", "60", "start"
-        )
+        out = self._pg("pg_ctl", "-D", str(self.datadir), "-l", str(self.logfile), "-w", "-t", "60", "start")
         if out.returncode != 0:
-            raise ClusterError(
-                f"PostgreSQL did not start ({_last_line(out)}); see {self.logfile}"
-            )
+            raise ClusterError(f"PostgreSQL did not start ({_last_line(out)}); see {self.logfile}")
 
     def stop(self) -> None:
         if not self.is_running():
@@ -310,8 +304,7 @@ class EmbeddedCluster:
             cluster.configure()
         cluster.start()
         self.state_file.write_text(
-            json.dumps({"base": str(cluster.base), "port": cluster.port, "database": EMBEDDED_DB}, indent=2)
-            + "\n"
+            json.dumps({"base": str(cluster.base), "port": cluster.port, "database": EMBEDDED_DB}, indent=2) + "\n"
         )
         cluster.bootstrap()
         cluster.create_database(EMBEDDED_DB)

@@ -368,7 +368,7 @@ class _Emitter:
                 f"        RETURN {self.decision('deny', ['SOURCE_NOT_PERMITTED'], [])};",
                 "    END IF;",
             ]
-        return (["    -- sources: which roles may claim which fact source"] + out) if out else []
+        return ["    -- sources: which roles may claim which fact source", *out] if out else []
 
     def strict_check(self, fields: frozenset[str]) -> list[str]:
         if self.policy.mode != "strict":
@@ -510,8 +510,13 @@ class _Emitter:
                 whens = " ".join(
                     f"WHEN ({condition_sql(c)}) IS NOT TRUE THEN {jsonb_literal(c.to_json())}" for c in conds
                 )
-                first_failed = f"CASE {whens} END" if rule.match == "all" else (
-                    f"CASE WHEN {conditions_sql(conds, 'any')} IS NOT TRUE THEN {jsonb_literal(conds[0].to_json())} END"
+                first_failed = (
+                    f"CASE {whens} END"
+                    if rule.match == "all"
+                    else (
+                        f"CASE WHEN {conditions_sql(conds, 'any')} IS NOT TRUE"
+                        f" THEN {jsonb_literal(conds[0].to_json())} END"
+                    )
                 )
             else:
                 first_failed = "NULL::jsonb"
@@ -596,7 +601,5 @@ def compile_policy(policy: Policy, org_id: str = "*") -> CompiledPolicy:
         raise ValueError("tenant must be a non-empty string")
     name = function_name(org_id, policy.sha256)
     emitter = _Emitter(policy, org_id, name)
-    sql = "\n\n".join(
-        [emitter.decide_function(), emitter.explain_function(), emitter.retention_function()]
-    )
+    sql = "\n\n".join([emitter.decide_function(), emitter.explain_function(), emitter.retention_function()])
     return CompiledPolicy(policy, org_id, name, sql + "\n")

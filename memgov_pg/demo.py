@@ -53,6 +53,13 @@ def acting_as(conn: psycopg.Connection[Any], role: str) -> Iterator[psycopg.Conn
         yield conn
 
 
+def one(conn: psycopg.Connection[Any], name: str, params: dict[str, Any]) -> Any:
+    """The single value a named query returns."""
+    row = conn.execute(query(name), params).fetchone()
+    assert row is not None, name
+    return row[0]
+
+
 def fact(text: str, category: str, confidence: float, **extra: Any) -> dict[str, Any]:
     return {"org_id": TENANT, "project_id": "atlas", "agent_id": "assistant-1", "subject_id": "olena",
             "category": category, "fact_text": text, "source": "agent_extracted", "confidence": confidence,
@@ -70,14 +77,14 @@ def play(conn: psycopg.Connection[Any]) -> tuple[list[Step], dict[str, Any]]:
 
     def agent_remembers(key: str, item: dict[str, Any]) -> None:
         with acting_as(conn, "memgov_writer"):
-            decision = conn.execute(query("remember"), {"item": Jsonb(item)}).fetchone()[0]
+            decision = one(conn, "remember", {"item": Jsonb(item)})
         ids[key] = decision
         steps.append(Step("agent", f"remember “{item['fact_text']}” ({item['category']}, {item['confidence']})",
                           describe(decision)))  # fmt: skip
 
     def user(name: str, params: dict[str, Any]) -> dict[str, Any]:
         with acting_as(conn, "memgov_reviewer"):
-            result = conn.execute(query(name), params).fetchone()[0]
+            result = one(conn, name, params)
         return dict(result)
 
     agent_remembers("name", fact("The user's name is Olena", "user_fact", 0.9))
@@ -89,13 +96,27 @@ def play(conn: psycopg.Connection[Any]) -> tuple[list[Step], dict[str, Any]]:
     agent_remembers("trip", fact("Is travelling to Lviv next week", "user_fact", 0.8, retention_policy="ttl_7d"))
 
     r = user("confirm", {"memory_id": ids["atlas"]["memory_id"]})
-    steps.append(Step("user", "confirms the Atlas fact", f"{r['outcome']}, confidence {r['confidence_before']} → {r['confidence_after']}"))
+    steps.append(
+        Step(
+            "user",
+            "confirms the Atlas fact",
+            f"{r['outcome']}, confidence {r['confidence_before']} → {r['confidence_after']}",
+        )
+    )
     r = user("deny", {"request_id": ids["kyiv"]["request_id"], "note": "not true"})
     steps.append(Step("reviewer", "denies the Kyiv assumption", r["status"]))
     r = user("reject", {"memory_id": ids["dark"]["memory_id"]})
-    steps.append(Step("user", "rejects the dark-mode preference", f"{r['outcome']}, confidence {r['confidence_before']} → {r['confidence_after']}"))
+    steps.append(
+        Step(
+            "user",
+            "rejects the dark-mode preference",
+            f"{r['outcome']}, confidence {r['confidence_before']} → {r['confidence_after']}",
+        )
+    )
     r = user("edit", {"memory_id": ids["name"]["memory_id"], "new_text": "The user's name is Olena Koval"})
-    steps.append(Step("user", "edits the name to “Olena Koval”", f"{r['action']}, confidence → {r['confidence_after']}"))
+    steps.append(
+        Step("user", "edits the name to “Olena Koval”", f"{r['action']}, confidence → {r['confidence_after']}")
+    )
     try:
         user("edit", {"memory_id": ids["name"]["memory_id"], "new_text": "password: hunter2hunter2"})
     except psycopg.Error as exc:
@@ -108,7 +129,7 @@ def play(conn: psycopg.Connection[Any]) -> tuple[list[Step], dict[str, Any]]:
     conn.autocommit = True
     conn.execute(query("retention_run"))
     conn.autocommit = False
-    summary = conn.execute(query("last_maintenance_summary")).fetchone()[0]
+    summary = one(conn, "last_maintenance_summary", {})
     deleted = summary.get("deleted", {})
     steps.append(Step("pg_cron", "runs the retention sweep (8 days later)",
                       "deleted " + ", ".join(f"{k} {v}" for k, v in deleted.items())))  # fmt: skip

@@ -11,6 +11,7 @@ from typing import Any
 
 import psycopg
 from psycopg import errors
+from psycopg.types.json import Jsonb
 
 from .compiler import CompiledPolicy, compile_policy
 from .db import connect, first_line, resolve_dsn
@@ -84,7 +85,10 @@ def deploy(dsn: str, path: str | Path, tenant: str | None = None) -> Deployed:
         conn.execute(compiled.install_sql())
         conn.commit()
     return Deployed(
-        policy.version, compiled.org_id, compiled.function_name, len(policy.write_rules) + len(policy.retention_rules),
+        policy.version,
+        compiled.org_id,
+        compiled.function_name,
+        len(policy.write_rules) + len(policy.retention_rules),
         policy.warnings,
     )
 
@@ -113,7 +117,7 @@ def evaluate(dsn: str, item: dict[str, Any], operation: str = "remember", explai
     with connect(dsn, autocommit=True) as conn:
         row = conn.execute(
             query("explain" if explain else "evaluate"),
-            {"item": psycopg.types.json.Jsonb(item), "operation": operation},
+            {"item": Jsonb(item), "operation": operation},
         ).fetchone()
     assert row is not None
     return dict(row[0])

@@ -44,6 +44,7 @@ def execute_revision_sql(revision_file: str, direction: str) -> None:
         return
     # straight to psycopg: no bind-parameter parsing of ':' or '%' in PL/pgSQL bodies
     driver = op.get_bind().connection.driver_connection
+    assert driver is not None
     with driver.cursor() as cur:
         cur.execute(sql_text)
 

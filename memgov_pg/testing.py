@@ -102,7 +102,7 @@ def _docker_server() -> Server:
 
         import docker  # type: ignore[import-untyped]
 
-        docker.from_env().ping()
+        docker.from_env().ping()  # type: ignore[attr-defined]
     except Exception as exc:  # no client library, no engine, no permission
         pytest.skip(f"MEMGOV_TEST_DOCKER=1 but no Docker engine answers: {exc}")
     context = Path(__file__).resolve().parent.parent / "docker"

@@ -113,6 +113,7 @@ DECLARE
     v_settings   text := '';
     v_global     text;
     v_global_settings jsonb;
+    v_body       text;
     v_version    record;
 BEGIN
     FOR v_version IN
@@ -140,18 +141,21 @@ BEGIN
             v_version.org_id, v_version.function_name || '_retention');
     END LOOP;
 
+    -- memgov.decide carries the global policy's own body (one PL/pgSQL call per
+    -- row, not two), preceded by the tenant overrides' routing
+    IF v_global IS NULL THEN
+        v_body := E'\nBEGIN\n' || v_decide || E'    RETURN memgov.no_policy_decision();\nEND\n';
+    ELSE
+        SELECT p.prosrc INTO STRICT v_body FROM pg_catalog.pg_proc p
+         WHERE p.oid = format('memgov.%I(memgov.long_term_memory_items, text, text)', v_global)::regprocedure;
+        -- the compiled body is DECLARE <variables> BEGIN ...: no value precedes its first BEGIN line
+        v_body := regexp_replace(v_body, E'\nBEGIN\n', E'\nBEGIN\n' || v_decide);
+    END IF;
     EXECUTE format($f$
 CREATE OR REPLACE FUNCTION memgov.decide(p_item memgov.long_term_memory_items, p_operation text, p_actor text)
 RETURNS memgov.decision
 LANGUAGE plpgsql STABLE PARALLEL SAFE
-AS $body$
-BEGIN
-%s    RETURN %s;
-END
-$body$$f$,
-        v_decide,
-        CASE WHEN v_global IS NULL THEN 'memgov.no_policy_decision()'
-             ELSE format('memgov.%I(p_item, p_operation, p_actor)', v_global) END);
+AS %L$f$, v_body);
 
     EXECUTE format($f$
 CREATE OR REPLACE FUNCTION memgov.explain_decision(p_item memgov.long_term_memory_items, p_operation text, p_actor text)

@@ -13,8 +13,9 @@ import psycopg
 import pytest
 
 
-def run_memgov(*args: str, env: dict[str, str] | None = None, cwd: Path | str | None = None,
-               timeout: float = 120) -> subprocess.CompletedProcess[str]:
+def run_memgov(
+    *args: str, env: dict[str, str] | None = None, cwd: Path | str | None = None, timeout: float = 120
+) -> subprocess.CompletedProcess[str]:
     """`memgov ARGS...` with MEMGOV_DSN unset unless ``env`` sets it."""
     base = {k: v for k, v in os.environ.items() if k not in ("MEMGOV_DSN", "MEMGOV_HOME")}
     return subprocess.run(

@@ -103,7 +103,10 @@ def test_tenant_override_applies_to_its_tenant_only(memgov_dsn, tmp_path):
 def test_invalid_policy_leaves_the_database_as_it_was(memgov_dsn, tmp_path, db_conn):
     deploy(memgov_dsn, DEFAULT)
     bad = tmp_path / "bad.yaml"
-    bad.write_text('version: "2.0.0"\nrules:\n  - {id: r, priority: 1, when: [{field: fact_text, operator: regex, value: "(?<"}], action: deny}\n')
+    bad.write_text(
+        'version: "2.0.0"\nrules:\n'
+        '  - {id: r, priority: 1, when: [{field: fact_text, operator: regex, value: "(?<"}], action: deny}\n'
+    )
     result = run_memgov("deploy", str(bad), "--dsn", memgov_dsn)
     assert result.returncode == 1
     assert result.stderr.startswith(f"{bad}:3: r: ")
@@ -136,8 +139,7 @@ def test_compiled_functions_pass_plpgsql_check(memgov_dsn, db_conn):
         ]:
             function = f"memgov.{compiled.function_name}{suffix}{signature}"
             problems = db_conn.execute(
-                "SELECT level, message FROM plpgsql_check_function_tb(%s::regprocedure)"
-                " WHERE level = 'error'",
+                "SELECT level, message FROM plpgsql_check_function_tb(%s::regprocedure) WHERE level = 'error'",
                 (function,),
             ).fetchall()
             assert problems == [], f"{path.name} {function}: {problems}"
@@ -195,7 +197,7 @@ def test_concurrent_writers_see_no_error_during_deploys(memgov_dsn, tmp_path):
                 try:
                     d = conn.execute("SELECT memgov.evaluate(%s)", (Jsonb(ITEM),)).fetchone()[0]
                     seen.append((d["policy_version"], d["action"]))
-                except BaseException as exc:  # noqa: BLE001 - any error fails the test
+                except BaseException as exc:
                     failures.append(exc)
                     return
 
@@ -244,7 +246,9 @@ def test_cli_deploy_evaluate_rollback(memgov_dsn, tmp_path):
     assert json.loads(explained.stdout)["rules"][0]["rule_id"] == "gossip-rule"
     back = run_memgov("rollback", "--dsn", memgov_dsn)
     assert back.returncode == 0 and "1.0.0" in back.stdout
-    assert json.loads(run_memgov("evaluate", "--item", json.dumps(ITEM), "--dsn", memgov_dsn).stdout)["action"] == "allow"
+    assert (
+        json.loads(run_memgov("evaluate", "--item", json.dumps(ITEM), "--dsn", memgov_dsn).stdout)["action"] == "allow"
+    )
 
 
 @pytest.mark.parametrize(

@@ -149,7 +149,7 @@ def test_insert_quarantine_diverts_the_payload_and_stores_nothing(writer, admin)
 
 
 def test_update_allow_applies(writer, admin):
-    memory_id = seed(admin, "old text")
+    seed(admin, "old text")
     assert writer.execute("UPDATE memgov.long_term_memory_items SET fact_text = 'new text'").rowcount == 1
     assert items(admin) == {"new text": "active"}
     assert log(admin)[-1][:2] == ("update", "allow")
@@ -216,7 +216,9 @@ def test_delete_held_until_approved(writer, reviewer, admin):
     seed(admin, "HOLDME stored earlier")
     assert writer.execute("DELETE FROM memgov.long_term_memory_items").rowcount == 0
     assert list(items(admin)) == ["HOLDME stored earlier"]
-    (request_id,) = admin.execute("SELECT request_id FROM memgov.approval_requests WHERE operation = 'forget'").fetchone()
+    (request_id,) = admin.execute(
+        "SELECT request_id FROM memgov.approval_requests WHERE operation = 'forget'"
+    ).fetchone()
     reviewer.execute("SELECT memgov.approve(%s)", (request_id,))
     assert items(admin) == {}
 
@@ -297,9 +299,7 @@ def test_writer_cannot_call_the_engine_or_review(writer):
     with pytest.raises(errors.InsufficientPrivilege):
         writer.execute("SELECT memgov.approve(gen_random_uuid())")
     with raises_sqlstate("42501"):
-        writer.execute(
-            "SELECT memgov.govern_write('remember', NULL::memgov.long_term_memory_items, 'x')"
-        )
+        writer.execute("SELECT memgov.govern_write('remember', NULL::memgov.long_term_memory_items, 'x')")
     with pytest.raises(errors.InsufficientPrivilege):
         writer.execute("DELETE FROM memgov.decision_log")
 
@@ -308,7 +308,7 @@ def test_writer_cannot_call_the_engine_or_review(writer):
 
 
 def test_approval_honours_a_policy_change(writer, reviewer, admin):
-    memory_id, _ = insert(writer, "HOLDME later forbidden").fetchone()
+    insert(writer, "HOLDME later forbidden")
     (request_id,) = admin.execute("SELECT request_id FROM memgov.approval_requests").fetchone()
     # the new version denies what the old one held
     policy = load_policy(
@@ -349,7 +349,9 @@ def test_reviewer_cannot_decide_its_own_request_or_another_tenants(writer, revie
 def test_release_and_purge_quarantine(writer, reviewer, admin):
     insert(writer, "QUARANTINEME one")
     insert(writer, "QUARANTINEME two")
-    (first,), (second,) = admin.execute("SELECT quarantine_id FROM memgov.quarantine ORDER BY quarantined_at, payload->>'fact_text'").fetchall()
+    (first,), (second,) = admin.execute(
+        "SELECT quarantine_id FROM memgov.quarantine ORDER BY quarantined_at, payload->>'fact_text'"
+    ).fetchall()
     reviewer.execute("SELECT memgov.release_quarantine(%s)", (first,))
     reviewer.execute("SELECT memgov.purge_quarantine(%s)", (second,))
     assert items(admin) == {"QUARANTINEME one": "active"}

@@ -87,8 +87,8 @@ def test_remember_quarantined_raises(dsns, db_conn, memgov_dsn, tmp_path):
     # a tenant override that quarantines everything from an untrusted channel
     path = tmp_path / "quarantine.yaml"
     path.write_text(
-        'version: "1.0.0"\nrules:\n  - {id: untrusted, priority: 1, condition: {context.source: custom}, action: quarantine}\n'
-        "defaults: {on_policy_miss: allow}\n"
+        'version: "1.0.0"\ndefaults: {on_policy_miss: allow}\nrules:\n'
+        "  - {id: untrusted, priority: 1, condition: {context.source: custom}, action: quarantine}\n"
     )
     deploy(memgov_dsn, path, tenant="quarantined-org")
 

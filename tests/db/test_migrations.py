@@ -27,7 +27,9 @@ def schema_dump(dsn: str) -> str:
     ).stdout
     lines = []
     for line in out.splitlines():
-        if not line.strip() or line.startswith(("--", "SET ", "SELECT pg_catalog.set_config", "\\restrict", "\\unrestrict")):
+        if not line.strip() or line.startswith(
+            ("--", "SET ", "SELECT pg_catalog.set_config", "\\restrict", "\\unrestrict")
+        ):
             continue
         lines.append(re.sub(r"\s+", " ", line.rstrip()))
     return "\n".join(lines)

@@ -71,8 +71,7 @@ def allow_everything(memgov_dsn):
 @pytest.mark.parametrize("table", sorted(SPEC_COLUMNS))
 def test_spec_tables_have_their_public_columns(db_conn, table):
     rows = db_conn.execute(
-        "SELECT column_name FROM information_schema.columns"
-        " WHERE table_schema = 'memgov' AND table_name = %s",
+        "SELECT column_name FROM information_schema.columns WHERE table_schema = 'memgov' AND table_name = %s",
         (table,),
     ).fetchall()
     missing = SPEC_COLUMNS[table] - {r[0] for r in rows}
@@ -104,8 +103,7 @@ def test_confidence_is_exact_numeric_with_three_decimals(db_conn):
     insert_item(db_conn, org_id="numeric-test", confidence="0.6")
     insert_item(db_conn, org_id="numeric-test", confidence="0.12345")
     values = db_conn.execute(
-        "SELECT confidence::text FROM memgov.long_term_memory_items"
-        " WHERE org_id = 'numeric-test' ORDER BY confidence"
+        "SELECT confidence::text FROM memgov.long_term_memory_items WHERE org_id = 'numeric-test' ORDER BY confidence"
     ).fetchall()
     assert [v[0] for v in values] == ["0.123", "0.600"]
     total = db_conn.execute(
@@ -157,9 +155,7 @@ def test_retention_and_approval_columns_have_partial_indexes(db_conn, table, col
 
 def test_roles_are_nologin_and_no_application_role_owns_anything(db_conn):
     roles = dict(
-        db_conn.execute(
-            "SELECT rolname, rolcanlogin FROM pg_roles WHERE rolname LIKE 'memgov\\_%'"
-        ).fetchall()
+        db_conn.execute("SELECT rolname, rolcanlogin FROM pg_roles WHERE rolname LIKE 'memgov\\_%'").fetchall()
     )
     assert roles == {
         "memgov_owner": False,
@@ -194,8 +190,7 @@ def visible_tenants(conn: psycopg.Connection, role: str, org: str | None) -> lis
         if org is not None:
             conn.execute("SELECT set_config('memgov.org_id', %s, true)", (org,))
         rows = conn.execute(
-            "SELECT DISTINCT org_id FROM memgov.long_term_memory_items"
-            " WHERE org_id IN ('t-a', 't-b') ORDER BY 1"
+            "SELECT DISTINCT org_id FROM memgov.long_term_memory_items WHERE org_id IN ('t-a', 't-b') ORDER BY 1"
         ).fetchall()
     return [r[0] for r in rows]
 
@@ -228,8 +223,19 @@ def test_writer_cannot_write_into_another_tenant(db_conn):
                 writer_insert(db_conn, org_id="t-b")
 
 
-@pytest.mark.parametrize("column", ["status", "policy_version", "decision_id", "created_at", "expires_at",
-                                    "low_confidence_since", "last_confirmed_at", "updated_at"])
+@pytest.mark.parametrize(
+    "column",
+    [
+        "status",
+        "policy_version",
+        "decision_id",
+        "created_at",
+        "expires_at",
+        "low_confidence_since",
+        "last_confirmed_at",
+        "updated_at",
+    ],
+)
 def test_writer_cannot_set_engine_columns(db_conn, column):
     value = {"status": "active", "policy_version": "9.9.9", "decision_id": 1}.get(column, "2020-01-01T00:00:00Z")
     with db_conn.transaction(force_rollback=True):
