@@ -371,20 +371,29 @@ class _Emitter:
         return ["    -- sources: which roles may claim which fact source", *out] if out else []
 
     def strict_check(self, fields: frozenset[str]) -> list[str]:
+        """Strict mode: deny a write when a value the rules read is NULL.
+
+        Columns count whether the table declares them nullable or not (an
+        evaluated JSON item may lack any); the detectors and content.length
+        read fact_text; the operation, the actor and the risk score are never
+        missing (the risk score counts a missing tenant or project itself).
+        """
         if self.policy.mode != "strict":
             return []
-        nullable = sorted(f for f in fields if (spec := lookup_field(f)) is not None and spec.nullable)
-        # columns the table declares NOT NULL may still be missing in an evaluated JSON item
-        required = sorted(
-            f for f in fields
-            if (spec := lookup_field(f)) is not None and spec.origin is FieldOrigin.ITEM and not spec.nullable
-        )  # fmt: skip
-        tests = [f"{field_sql(f)} IS NULL" for f in required + nullable]
-        if not tests:
+        read: dict[str, str] = {}
+        for field in sorted(fields):
+            spec = lookup_field(field)
+            if spec is None:
+                continue
+            if spec.origin in (FieldOrigin.ITEM, FieldOrigin.METADATA):
+                read[field] = field_sql(field)
+            elif spec.origin in (FieldOrigin.DETECTOR, FieldOrigin.DERIVED):
+                read.setdefault("fact_text", "p_item.fact_text")
+        if not read:
             return []
-        cond = "\n       OR ".join(tests)
+        cond = "\n       OR ".join(f"{expr} IS NULL" for expr in dict.fromkeys(read.values()))
         return [
-            f"    -- strict mode: the policy reads {', '.join(required + nullable)}",
+            f"    -- strict mode: the policy reads {', '.join(read)}",
             f"    IF {cond} THEN",
             f"        RETURN {self.decision('deny', ['STRICT_INCOMPLETE'], [])};",
             "    END IF;",
@@ -514,7 +523,7 @@ class _Emitter:
                     f"CASE {whens} END"
                     if rule.match == "all"
                     else (
-                        f"CASE WHEN {conditions_sql(conds, 'any')} IS NOT TRUE"
+                        f"CASE WHEN ({conditions_sql(conds, 'any')}) IS NOT TRUE"
                         f" THEN {jsonb_literal(conds[0].to_json())} END"
                     )
                 )
