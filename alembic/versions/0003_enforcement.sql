@@ -150,9 +150,10 @@ $$;
 CREATE FUNCTION memgov.enforce_write()
 RETURNS trigger
 LANGUAGE plpgsql
--- No SET clause: it would cost a GUC save and restore on every row. The
--- function runs with the writer's own rights, and every name in it is
--- schema-qualified (pg_catalog's too), so search_path cannot redirect it.
+-- search_path is pinned although the trigger runs with the writer's rights:
+-- otherwise a writer that may create objects could put its own `=` operator
+-- ahead of pg_catalog's and steer the comparisons below.
+SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     v_actor      text := current_user;
