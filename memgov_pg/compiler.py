@@ -363,8 +363,12 @@ class _Emitter:
             roles = self.policy.sources.roles_for(source)
             if "*" in roles:
                 continue
+            # pg_has_role per role, guarded by to_regrole: a role dropped since deploy grants nothing
+            may = " OR ".join(
+                f"coalesce(pg_has_role(p_actor, to_regrole({literal(role)}), 'MEMBER'), false)" for role in roles
+            )
             out += [
-                f"    IF p_item.source = {literal(source)} AND NOT memgov.actor_may(p_actor, {text_array(roles)}) THEN",
+                f"    IF p_item.source = {literal(source)} AND NOT ({may or 'false'}) THEN",
                 f"        RETURN {self.decision('deny', ['SOURCE_NOT_PERMITTED'], [])};",
                 "    END IF;",
             ]
@@ -457,6 +461,8 @@ class _Emitter:
         return out
 
     def decide_body(self, indexed: Sequence[IndexedRule]) -> list[str]:
+        # contradictory operation_type tests leave a rule no operation: it never applies
+        indexed = [r for r in indexed if r.operations is None or r.operations]
         operations = sorted({o for r in indexed if r.operations for o in r.operations})
         if not operations:
             return self.category_tree(indexed, 4)
@@ -510,7 +516,10 @@ class _Emitter:
             ir = index_rule(rule)
             scope_tests = []
             if ir.operations is not None:
-                scope_tests.append(f"p_operation IN ({', '.join(literal(o) for o in sorted(ir.operations))})")
+                # contradictory operation tests leave no operation: the rule never applies
+                scope_tests.append(
+                    f"p_operation IN ({', '.join(literal(o) for o in sorted(ir.operations))})" if ir.operations else "false"
+                )
             if ir.categories is not None:
                 scope_tests.append(f"p_item.category IN ({', '.join(literal(c) for c in sorted(ir.categories))})")
             in_scope = " AND ".join(scope_tests) or "true"
@@ -529,12 +538,12 @@ class _Emitter:
                 )
             else:
                 first_failed = "NULL::jsonb"
-            matched = f"({in_scope}) AND ({conditions_sql(conds, rule.match)}) IS TRUE"
+            matched = f"(({in_scope}) AND ({conditions_sql(conds, rule.match)})) IS TRUE"
             entries.append(
                 "    v_rules := v_rules || jsonb_build_object(\n"
                 f"        'rule_id', {literal(rule.id)}, 'priority', {rule.priority}, "
                 f"'action', {literal(rule.action)},\n"
-                f"        'in_scope', ({in_scope}),\n"
+                f"        'in_scope', ({in_scope}) IS TRUE,\n"
                 f"        'matched', {matched},\n"
                 f"        'first_failed_condition', CASE WHEN ({in_scope}) THEN {first_failed} END);"
             )

@@ -77,17 +77,6 @@ BEGIN
 END
 $$;
 
--- Whether a role may act as one of p_roles ('*': anyone); unknown roles grant nothing.
-CREATE FUNCTION memgov.actor_may(p_actor text, p_roles text[])
-RETURNS boolean
-LANGUAGE sql STABLE PARALLEL SAFE
-AS $$
-    SELECT '*' = ANY (p_roles)
-        OR EXISTS (SELECT FROM unnest(p_roles) AS r(role_name)
-                    WHERE to_regrole(r.role_name) IS NOT NULL
-                      AND pg_has_role(p_actor, to_regrole(r.role_name), 'MEMBER'))
-$$;
-
 -- The decision when no policy is active for a tenant: fail closed.
 CREATE FUNCTION memgov.no_policy_decision()
 RETURNS memgov.decision

@@ -20,10 +20,15 @@ A file under ``tests/cases/decisions/`` is a list of groups::
             policy_version: "1.0.0"
             mode: enforce
             risk_level: high
+            rules:                               # optional: memgov.explain's outcome per
+              block-secrets:                     # rule; only the rules and keys given
+                matched: true                    # are compared. failed_field is the
+                failed_field: null               # field of first_failed_condition
 
 Item values of the form ``"now() - N days"`` (minutes, hours, weeks too) are
 turned into timestamps before the item is sent. Every case is decided by
-``memgov.evaluate`` in real PostgreSQL; nothing here re-implements a rule.
+``memgov.evaluate`` in real PostgreSQL (``memgov.explain`` when its ``want``
+has ``rules``); nothing here re-implements a rule.
 """
 
 from __future__ import annotations
@@ -46,7 +51,8 @@ CASES_DIR = ROOT / "tests" / "cases" / "decisions"
 GROUP_KEYS = {"note", "policy", "tenant", "also_deploy", "cases"}
 CASE_KEYS = {"note", "operation", "item", "want"}
 WANT_KEYS = {"action", "reason_codes", "matched_rule_ids", "enforced", "policy_version", "mode", "risk_level",
-             "risk_score"}  # fmt: skip
+             "risk_score", "rules"}  # fmt: skip
+RULE_KEYS = {"matched", "in_scope", "failed_field"}
 _RELATIVE = re.compile(r"^now\(\) - (\d+) (minute|hour|day|week)s?$")
 
 
@@ -58,6 +64,8 @@ def load_groups() -> list[tuple[str, dict[str, Any]]]:
             for case in group["cases"]:
                 assert set(case) <= CASE_KEYS, f"{path.name}: unknown keys {set(case) - CASE_KEYS}"
                 assert set(case["want"]) <= WANT_KEYS, f"{path.name}: unknown keys {set(case['want']) - WANT_KEYS}"
+                for rule_want in case["want"].get("rules", {}).values():
+                    assert set(rule_want) <= RULE_KEYS, f"{path.name}: unknown keys {set(rule_want) - RULE_KEYS}"
             groups.append((f"{path.stem}::{group['note']}", group))
     return groups
 
@@ -99,15 +107,31 @@ def run_group(conn: psycopg.Connection[Any], group: dict[str, Any]) -> list[str]
     failures = []
     for case in group["cases"]:
         item = resolve_times(case["item"], now)
-        got = conn.execute(
-            "SELECT memgov.evaluate(%s, %s)", (Jsonb(item), case.get("operation", "remember"))
-        ).fetchone()[0]
-        want = case["want"]
+        want = dict(case["want"])
+        rules_want = want.pop("rules", None)
+        function = "memgov.explain" if rules_want is not None else "memgov.evaluate"
+        got = conn.execute(f"SELECT {function}(%s, %s)", (Jsonb(item), case.get("operation", "remember"))).fetchone()[0]
         diff = {k: (v, got.get(k)) for k, v in want.items() if _normal(got.get(k)) != _normal(v)}
+        if rules_want is not None:
+            outcomes = {r["rule_id"]: _rule_outcome(r) for r in got["rules"]}
+            for rule_id, rule_want in rules_want.items():
+                outcome = outcomes.get(rule_id, {})
+                for k, v in rule_want.items():
+                    if outcome.get(k) != v:
+                        diff[f"rules.{rule_id}.{k}"] = (v, outcome.get(k))
         if diff:
             shown = ", ".join(f"{k}: want {w!r}, got {g!r}" for k, (w, g) in diff.items())
             failures.append(f"{case['note']}: {shown}")
     return failures
+
+
+def _rule_outcome(explained: dict[str, Any]) -> dict[str, Any]:
+    failed = explained.get("first_failed_condition")
+    return {
+        "matched": explained.get("matched"),
+        "in_scope": explained.get("in_scope"),
+        "failed_field": failed.get("field") if isinstance(failed, dict) else None,
+    }
 
 
 def _normal(value: Any) -> Any:
