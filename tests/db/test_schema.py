@@ -155,7 +155,10 @@ def test_retention_and_approval_columns_have_partial_indexes(db_conn, table, col
 
 def test_roles_are_nologin_and_no_application_role_owns_anything(db_conn):
     roles = dict(
-        db_conn.execute("SELECT rolname, rolcanlogin FROM pg_roles WHERE rolname LIKE 'memgov\\_%'").fetchall()
+        db_conn.execute(
+            "SELECT rolname, rolcanlogin FROM pg_roles"
+            " WHERE rolname IN ('memgov_owner', 'memgov_writer', 'memgov_reviewer', 'memgov_admin')"
+        ).fetchall()
     )
     assert roles == {
         "memgov_owner": False,
