@@ -15,10 +15,9 @@ import click
 import psycopg
 
 from . import __version__
-from .db import connect, first_line, resolve_dsn
+from .db import first_line, resolve_dsn
 from .errors import MemgovError
 from .policy import PolicyValidationError
-from .resources import query
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -103,29 +102,194 @@ def migrate(dsn: str | None, revision: str, as_json: bool) -> None:
 @dsn_option
 @json_option
 def status(dsn: str | None, as_json: bool) -> None:
-    """Show the server, the schema revision and the memgov objects."""
-    from .migrate import current_revision, head_revision
+    """Live policies, approvals, quarantine, the last sweep, decisions (24 h), the pg_cron job, the schema."""
+    from .retention import status as read_status
+
+    data = read_status(resolve_dsn(dsn))
+    emit(data, as_json, _print_status)
+
+
+def _print_status(d: dict[str, Any]) -> None:
+    line = lambda key, value: click.echo(f"{key:18} {value}")  # noqa: E731
+    line("database", f"{d['database']} (PostgreSQL {d['server_version']}, user {d['user']})")
+    revision = d["schema_revision"] or "none: run `memgov migrate`"
+    behind = "" if d["schema_revision"] in (None, d["head_revision"]) else f" (head is {d['head_revision']})"
+    line("schema revision", f"{revision}{behind}")
+    if d["policies"] is not None:
+        policies = d["policies"]
+        if isinstance(policies, dict):
+            line("policies", policies["error"])
+        else:
+            line("policies", ", ".join(
+                f"{'global' if p['org_id'] == '*' else p['org_id']} {p['version']} ({p['mode']})" for p in policies
+            ) or "none deployed: every write is denied (NO_ACTIVE_POLICY); run `memgov deploy`")  # fmt: skip
+        line("pending approvals", _count_line(d["pending_approvals"], "total"))
+        line("quarantine", _count_line(d["quarantine"], "total", " held"))
+        decisions = d["decisions_24h"]
+        line("decisions (24 h)", decisions.get("error") if "error" in decisions else (
+            ", ".join(f"{action} {n}" for action, n in decisions.items()) or "none"))  # fmt: skip
+        line("last maintenance", _run_line(d["last_maintenance_run"]))
+    line("pg_cron", _cron_line(d["pg_cron"]))
+    cron = d["pg_cron"]
+    if cron.get("last_run"):
+        last = cron["last_run"]
+        message = (last.get("return_message") or "").strip()
+        line("  last cron run", f"{last['status']} at {last['start_time']}" + (f": {message}" if message else ""))
+
+
+def _count_line(section: dict[str, Any], key: str, suffix: str = "") -> str:
+    if "error" in section:
+        return str(section["error"])
+    tenants = ", ".join(f"{org} {n}" for org, n in section["by_tenant"].items())
+    return f"{section[key]}{suffix}" + (f" ({tenants})" if tenants else "")
+
+
+def _run_line(run: dict[str, Any] | None) -> str:
+    if run is None:
+        return "never run (`memgov retention run`, or schedule it: `memgov retention schedule`)"
+    if "error" in run:
+        return str(run["error"])
+    c = run["counts"]
+    return (f"run {run['run_id']} {run['status']}, started {run['started_at']}: deleted ttl {c['ttl']}, "
+            f"confidence {c['confidence']}, auto_delete {c['auto_delete']}; "
+            f"approvals expired {c['approvals_expired']}")  # fmt: skip
+
+
+def _cron_line(cron: dict[str, Any]) -> str:
+    if cron.get("error"):
+        return f"unavailable: {cron['error']}"
+    job = cron.get("job")
+    if job is None:
+        return f"no job {cron['job_name']} (install it: `memgov retention schedule`)"
+    state = "active" if job["active"] else "inactive"
+    return (f"job {job['jobid']} {job['jobname']} '{job['schedule']}' (GMT), {state}, "
+            f"runs as {job['username']} from database {cron['cron_database']}")  # fmt: skip
+
+
+# -- retention --------------------------------------------------------------------
+
+
+@cli.group()
+def retention() -> None:
+    """Run and schedule the retention sweep (memgov.run_maintenance)."""
+
+
+@retention.command(name="run")
+@click.option("--dry-run", is_flag=True, help="Count what would be deleted and expired; delete nothing.")
+@dsn_option
+@json_option
+def retention_run(dry_run: bool, dsn: str | None, as_json: bool) -> None:
+    """Run the maintenance sweep now, with a progress display; print what it did."""
+    from .retention import counts
+    from .retention import run as run_sweep
 
     target = resolve_dsn(dsn)
-    with connect(target) as conn:
-        info = conn.execute(query("server_info")).fetchone()
-        objects = conn.execute(query("schema_objects")).fetchall()
-    assert info is not None
-    data = {
-        "server_version": info[0],
-        "database": info[1],
-        "user": info[2],
-        "schema_revision": current_revision(target),
-        "head_revision": head_revision(),
-        "tables": [row[0] for row in objects],
-    }
+    with _SweepProgress(enabled=not as_json, dry_run=dry_run) as progress:
+        summary = run_sweep(target, dry_run=dry_run, on_progress=progress.update)
+        progress.finish(summary)
+    if as_json:
+        click.echo(json.dumps(summary, indent=2, default=str))
+        return
+    c = counts(summary)
+    verb = "would delete" if dry_run else "deleted"
+    what = "dry run" if dry_run else "maintenance run"
+    seconds = f" in {summary['seconds']:.2f} s" if "seconds" in summary else ""
+    click.echo(f"{what} {summary.get('run_id')} {summary.get('status')}{seconds}")
+    for reason in ("ttl", "confidence", "auto_delete"):
+        click.echo(f"  {verb:13} {reason:12} {c[reason]}")
+    click.echo(f"  {'would expire' if dry_run else 'expired':13} {'approvals':12} {c['approvals_expired']}")
+    if not dry_run and summary.get("cron_history_pruned"):
+        click.echo(f"  pruned {summary['cron_history_pruned']} rows of pg_cron history")
 
-    def text(d: dict[str, Any]) -> None:
-        for key in ("server_version", "database", "user", "schema_revision", "head_revision"):
-            click.echo(f"{key:16} {d[key]}")
-        click.echo(f"{'tables':16} {', '.join(d['tables']) or '(none: run `memgov migrate`)'}")
 
-    emit(data, as_json, text)
+class _SweepProgress:
+    """A rich progress display on stderr (only on a terminal), fed by the run's summary."""
+
+    def __init__(self, enabled: bool, dry_run: bool) -> None:
+        from rich.console import Console
+        from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+        console = Console(stderr=True)
+        self.progress = Progress(
+            SpinnerColumn(),
+            TextColumn("{task.description:<24}"),
+            BarColumn(),
+            TextColumn("{task.fields[count]:>10}"),
+            TimeElapsedColumn(),
+            console=console,
+            disable=not (enabled and console.is_terminal),
+        )
+        self.dry_run = dry_run
+        self.tasks: dict[str, Any] = {}
+
+    def __enter__(self) -> _SweepProgress:
+        self.progress.__enter__()
+        if self.dry_run:
+            self.tasks["preview"] = self.progress.add_task("counting what is due", total=None, count="")
+            return self
+        for key, label in (("ttl", "deleted: ttl"), ("confidence", "deleted: confidence"),
+                           ("auto_delete", "deleted: auto_delete"), ("approvals", "expired: approvals")):  # fmt: skip
+            self.tasks[key] = self.progress.add_task(label, total=None, count="0")
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.progress.__exit__(None, None, None)
+
+    def finish(self, summary: dict[str, Any]) -> None:
+        """Fill every bar: the run is over."""
+        from .retention import counts
+
+        c = counts(summary)
+        done = {"ttl": c["ttl"], "confidence": c["confidence"], "auto_delete": c["auto_delete"],
+                "approvals": c["approvals_expired"], "preview": 0}  # fmt: skip
+        for key, task in self.tasks.items():
+            total = max(1, done[key])
+            self.progress.update(task, total=total, completed=total, count=str(done[key]))
+
+    def update(self, run: dict[str, Any]) -> None:
+        from .retention import counts, walked
+
+        if self.dry_run:
+            return
+        summary = run.get("summary") or {}
+        c = counts(summary)
+        due = run.get("ttl_due") or None
+        self.progress.update(self.tasks["ttl"], total=due, completed=c["ttl"], count=str(c["ttl"]))
+        self.progress.update(self.tasks["confidence"], completed=c["confidence"], count=str(c["confidence"]))
+        fraction = walked(summary)
+        self.progress.update(
+            self.tasks["auto_delete"], total=1.0 if fraction is not None else None,
+            completed=fraction or 0, count=str(c["auto_delete"]),
+        )  # fmt: skip
+        expired = c["approvals_expired"]
+        self.progress.update(self.tasks["approvals"], completed=expired, count=str(expired))
+
+
+@retention.command(name="schedule")
+@click.argument("cron", required=False, metavar="[CRON]")
+@dsn_option
+@json_option
+def retention_schedule(cron: str | None, dsn: str | None, as_json: bool) -> None:
+    """Install or replace the pg_cron job that runs the sweep (CRON in GMT; default: the policy's
+    retention.schedule). One job per governed database, created from pg_cron's own database."""
+    from .retention import schedule
+
+    job = schedule(resolve_dsn(dsn), cron)
+    emit(job, as_json, lambda j: click.echo(
+        f"{'replaced' if j['replaced'] else 'scheduled'} job {j['jobid']} {j['jobname']}: '{j['schedule']}' (GMT) "
+        f"runs {j['command']} in database {j['database']} as {j['username']}"))  # fmt: skip
+
+
+@retention.command(name="unschedule")
+@dsn_option
+@json_option
+def retention_unschedule(dsn: str | None, as_json: bool) -> None:
+    """Remove the pg_cron job of this database."""
+    from .retention import unschedule
+
+    result = unschedule(resolve_dsn(dsn))
+    emit(result, as_json, lambda r: click.echo(
+        f"unscheduled {r['job_name']}" if r["unscheduled"] else f"no job {r['job_name']} to unschedule"))  # fmt: skip
 
 
 # -- policies ---------------------------------------------------------------------
@@ -149,7 +313,7 @@ def validate(policies: tuple[str, ...], dsn: str | None, as_json: bool) -> None:
     from .deploy import optional_connection, pg_regex_checker, read_policy
     from .policy import analyze_policy
 
-    results = []
+    results: list[dict[str, Any]] = []
     with optional_connection(dsn) as conn:
         checker = pg_regex_checker(conn) if conn is not None else None
         for path in policies:

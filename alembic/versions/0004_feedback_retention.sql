@@ -302,8 +302,13 @@ AS $$
             memgov.policy_settings(p_item.org_id) ->> 'version', p_run_id)
 $$;
 
--- Deletes one batch of due memories of one kind; returns how many rows it took
--- (fewer than p_batch_size: that kind is done for this run).
+-- Deletes one batch of due memories of one kind and logs each deletion; returns how many
+-- rows it took (fewer than p_batch_size: that kind is done for this run).
+--
+-- Every kind locks its batch first (FOR UPDATE SKIP LOCKED: a row someone holds waits for
+-- the next run, the sweep never waits for it), then deletes the locked rows by ctid (a TID
+-- scan: no second index probe, no join against the whole table) and logs what was deleted;
+-- a tenant's policy version is looked up once per batch, not once per row.
 CREATE FUNCTION memgov.sweep_batch(p_run_id bigint, p_kind text, p_batch_size integer)
 RETURNS integer
 LANGUAGE plpgsql
@@ -313,25 +318,30 @@ AS $$
 DECLARE
     v_taken    integer := 0;
     v_deleted  integer := 0;
-    v_cursor   uuid;
-    v_max      uuid;
+    v_cursor   bigint;
+    v_blocks   bigint;
+    v_step     bigint;
     v_path     text[];
     v_cutoff   timestamptz;
 BEGIN
     IF p_kind = 'ttl' THEN
-        WITH due AS (
-            SELECT m.memory_id, m.org_id FROM memgov.long_term_memory_items m
-             WHERE m.expires_at <= now() AND m.retention_policy <> 'permanent_until_revoked'
-             LIMIT p_batch_size
-               FOR UPDATE SKIP LOCKED
-        ), gone AS (
-            DELETE FROM memgov.long_term_memory_items m USING due
-             WHERE m.memory_id = due.memory_id AND m.org_id = due.org_id
+        -- in expiry order, through the partial index on expires_at
+        WITH gone AS (
+            DELETE FROM memgov.long_term_memory_items m
+             WHERE m.ctid = ANY (ARRAY(
+                   SELECT d.ctid FROM memgov.long_term_memory_items d
+                    WHERE d.expires_at <= now() AND d.retention_policy <> 'permanent_until_revoked'
+                    ORDER BY d.expires_at
+                    LIMIT p_batch_size
+                      FOR UPDATE SKIP LOCKED))
             RETURNING m.memory_id, m.org_id
+        ), versions AS (
+            SELECT t.org_id, memgov.policy_settings(t.org_id) ->> 'version' AS version
+              FROM (SELECT DISTINCT gone.org_id FROM gone) AS t
         )
         INSERT INTO memgov.deletion_log (memory_id, org_id, reason, policy_version, run_id)
-        SELECT g.memory_id, g.org_id, 'ttl', memgov.policy_settings(g.org_id) ->> 'version', p_run_id
-          FROM gone g;
+        SELECT g.memory_id, g.org_id, 'ttl', v.version, p_run_id
+          FROM gone g JOIN versions v ON v.org_id = g.org_id;
         GET DIAGNOSTICS v_deleted = ROW_COUNT;
         v_taken := v_deleted;
     ELSIF p_kind = 'confidence' THEN
@@ -342,24 +352,27 @@ BEGIN
           INTO v_cutoff
           FROM memgov.policy_versions v
          WHERE v.active;
-        WITH due AS (
-            SELECT m.memory_id, m.org_id FROM memgov.long_term_memory_items m
-             WHERE m.retention_policy = 'confidence_based'
-               AND m.low_confidence_since <= v_cutoff
-               AND m.low_confidence_since
-                   <= now() - memgov.retention_interval(m.org_id, 'confidence_grace', interval '30 days')
-               AND m.confidence
-                   < coalesce((memgov.policy_settings(m.org_id) #>> '{retention,confidence_floor}')::numeric, 0.3)
-             LIMIT p_batch_size
-               FOR UPDATE SKIP LOCKED
-        ), gone AS (
-            DELETE FROM memgov.long_term_memory_items m USING due
-             WHERE m.memory_id = due.memory_id AND m.org_id = due.org_id
+        WITH gone AS (
+            DELETE FROM memgov.long_term_memory_items m
+             WHERE m.ctid = ANY (ARRAY(
+                   SELECT d.ctid FROM memgov.long_term_memory_items d
+                    WHERE d.retention_policy = 'confidence_based'
+                      AND d.low_confidence_since <= v_cutoff
+                      AND d.low_confidence_since
+                          <= now() - memgov.retention_interval(d.org_id, 'confidence_grace', interval '30 days')
+                      AND d.confidence
+                          < coalesce((memgov.policy_settings(d.org_id) #>> '{retention,confidence_floor}')::numeric, 0.3)
+                    ORDER BY d.low_confidence_since
+                    LIMIT p_batch_size
+                      FOR UPDATE SKIP LOCKED))
             RETURNING m.memory_id, m.org_id
+        ), versions AS (
+            SELECT t.org_id, memgov.policy_settings(t.org_id) ->> 'version' AS version
+              FROM (SELECT DISTINCT gone.org_id FROM gone) AS t
         )
         INSERT INTO memgov.deletion_log (memory_id, org_id, reason, policy_version, run_id)
-        SELECT g.memory_id, g.org_id, 'confidence', memgov.policy_settings(g.org_id) ->> 'version', p_run_id
-          FROM gone g;
+        SELECT g.memory_id, g.org_id, 'confidence', v.version, p_run_id
+          FROM gone g JOIN versions v ON v.org_id = g.org_id;
         GET DIAGNOSTICS v_deleted = ROW_COUNT;
         v_taken := v_deleted;
     ELSIF p_kind = 'auto_delete' THEN
@@ -370,38 +383,46 @@ BEGIN
                         WHERE v.active AND r.action = 'auto_delete') THEN
             RETURN 0;
         END IF;
-        -- auto_delete rules are arbitrary predicates: walk the table once per run
-        -- in primary-key order, one chunk per batch, and delete what matches
-        SELECT (summary ->> 'cursor')::uuid INTO v_cursor
-          FROM memgov.maintenance_runs WHERE org_id = '*' AND run_id = p_run_id;
-        WITH chunk AS (
-            SELECT m.memory_id FROM memgov.long_term_memory_items m
-             WHERE m.memory_id > coalesce(v_cursor, '00000000-0000-0000-0000-000000000000')
-             ORDER BY m.memory_id
-             LIMIT p_batch_size
-        ), due AS (
-            SELECT m.memory_id, m.org_id, memgov.retention_rule(m) AS rule_id
-              FROM memgov.long_term_memory_items m JOIN chunk USING (memory_id)
-             WHERE m.retention_policy <> 'permanent_until_revoked'
-               AND memgov.retention_rule(m) IS NOT NULL
-               FOR UPDATE OF m SKIP LOCKED
-        ), gone AS (
-            DELETE FROM memgov.long_term_memory_items m USING due
-             WHERE m.memory_id = due.memory_id AND m.org_id = due.org_id
-            RETURNING m.memory_id, m.org_id, due.rule_id
-        ), logged AS (
-            INSERT INTO memgov.deletion_log (memory_id, org_id, reason, rule_id, policy_version, run_id)
-            SELECT g.memory_id, g.org_id, 'auto_delete', g.rule_id,
-                   memgov.policy_settings(g.org_id) ->> 'version', p_run_id
-              FROM gone g
-            RETURNING 1
+        -- auto_delete rules are arbitrary predicates: walk the table once per run in
+        -- physical order (a TID range scan), about p_batch_size rows' worth of blocks per
+        -- batch, up to the size the table had when the walk began
+        SELECT (r.summary ->> 'cursor')::bigint, (r.summary ->> 'blocks')::bigint
+          INTO v_cursor, v_blocks
+          FROM memgov.maintenance_runs r WHERE r.org_id = '*' AND r.run_id = p_run_id;
+        IF v_cursor IS NULL THEN
+            v_cursor := 0;
+            v_blocks := pg_relation_size('memgov.long_term_memory_items')
+                        / current_setting('block_size')::bigint;
+        END IF;
+        SELECT greatest(1, ceil(p_batch_size / CASE WHEN c.relpages > 0 AND c.reltuples > 0
+                                                    THEN c.reltuples / c.relpages ELSE 50 END))::bigint
+          INTO v_step
+          FROM pg_class c WHERE c.oid = 'memgov.long_term_memory_items'::regclass;
+        WITH gone AS (
+            DELETE FROM memgov.long_term_memory_items m
+             WHERE m.ctid = ANY (ARRAY(
+                   SELECT d.ctid FROM memgov.long_term_memory_items d
+                    WHERE d.ctid >= ('(' || v_cursor || ',0)')::tid
+                      AND d.ctid < ('(' || (v_cursor + v_step) || ',0)')::tid
+                      AND d.retention_policy <> 'permanent_until_revoked'
+                      AND memgov.retention_rule(d) IS NOT NULL
+                      FOR UPDATE SKIP LOCKED))
+            RETURNING m AS item
+        ), versions AS (
+            SELECT t.org_id, memgov.policy_settings(t.org_id) ->> 'version' AS version
+              FROM (SELECT DISTINCT (gone.item).org_id FROM gone) AS t
         )
-        SELECT (SELECT count(*) FROM chunk), (SELECT max(memory_id::text)::uuid FROM chunk),
-               (SELECT count(*) FROM logged)
-          INTO v_taken, v_max, v_deleted;
+        INSERT INTO memgov.deletion_log (memory_id, org_id, reason, rule_id, policy_version, run_id)
+        SELECT (g.item).memory_id, (g.item).org_id, 'auto_delete', memgov.retention_rule(g.item),
+               v.version, p_run_id
+          FROM gone g JOIN versions v ON v.org_id = (g.item).org_id;
+        GET DIAGNOSTICS v_deleted = ROW_COUNT;
+        v_cursor := v_cursor + v_step;
         UPDATE memgov.maintenance_runs
-           SET summary = summary || jsonb_build_object('cursor', v_max)
+           SET summary = summary || jsonb_build_object('cursor', v_cursor, 'blocks', v_blocks)
          WHERE org_id = '*' AND run_id = p_run_id;
+        -- a full batch while blocks remain; the last one ends the walk
+        v_taken := CASE WHEN v_cursor < v_blocks THEN p_batch_size ELSE 0 END;
     ELSIF p_kind = 'approvals' THEN
         WITH stale AS (
             SELECT r.request_id, r.org_id FROM memgov.approval_requests r
@@ -488,13 +509,14 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     v_summary  jsonb;
+    v_now      timestamptz := clock_timestamp();  -- a dry run's preview ran in this transaction
 BEGIN
     UPDATE memgov.maintenance_runs
-       SET status = 'finished', finished_at = now(),
-           summary = (coalesce(p_preview, summary) - 'cursor')
+       SET status = 'finished', finished_at = v_now,
+           summary = (coalesce(p_preview, summary) - 'cursor' - 'blocks')
                      || jsonb_build_object('run_id', run_id, 'dry_run', dry_run,
                                            'cron_history_pruned', coalesce(p_cron_pruned, 0),
-                                           'started_at', started_at, 'finished_at', now())
+                                           'started_at', started_at, 'finished_at', v_now)
      WHERE org_id = '*' AND run_id = p_run_id
     RETURNING summary INTO v_summary;
     RETURN v_summary;
@@ -508,12 +530,17 @@ CREATE PROCEDURE memgov.run_maintenance(dry_run boolean DEFAULT false)
 LANGUAGE plpgsql
 AS $$
 DECLARE
-    v_lock    bigint := pg_catalog.hashtext('memgov.run_maintenance');
-    v_run     bigint;
-    v_batch   integer;
-    v_kind    text;
-    v_taken   integer;
-    v_pruned  bigint := 0;
+    v_lock     bigint := pg_catalog.hashtext('memgov.run_maintenance');
+    -- how much the sweep yields to the database's other sessions: while one of them is
+    -- busy, it pauses after each batch for this many times the batch's duration (at most
+    -- 1 s), which leaves writers the WAL bandwidth their commits wait for (0: never pauses)
+    v_yield    float8 := coalesce(nullif(pg_catalog.current_setting('memgov.maintenance_yield', true), '')::float8, 5.0);
+    v_run      bigint;
+    v_batch    integer;
+    v_kind     text;
+    v_taken    integer;
+    v_started  timestamptz;
+    v_pruned   bigint := 0;
 BEGIN
     -- a second run while one is going returns at once (the lock is per database)
     IF NOT pg_catalog.pg_try_advisory_lock(v_lock) THEN
@@ -541,6 +568,7 @@ BEGIN
     ELSE
         FOREACH v_kind IN ARRAY ARRAY['ttl', 'confidence', 'auto_delete', 'approvals'] LOOP
             LOOP
+                v_started := pg_catalog.clock_timestamp();
                 BEGIN
                     v_taken := memgov.sweep_batch(v_run, v_kind, v_batch);
                 EXCEPTION WHEN OTHERS OR query_canceled THEN
@@ -549,20 +577,32 @@ BEGIN
                 END;
                 COMMIT;
                 EXIT WHEN v_taken < v_batch;
+                -- other sessions are at work here: leave them WAL and CPU (a backend whose
+                -- state the caller may not see counts as busy)
+                IF v_yield > 0 AND EXISTS (
+                       SELECT FROM pg_catalog.pg_stat_activity a
+                        WHERE a.datname = pg_catalog.current_database()
+                          AND a.pid <> pg_catalog.pg_backend_pid()
+                          AND a.backend_type = 'client backend'
+                          AND a.state IS DISTINCT FROM 'idle') THEN
+                    PERFORM pg_catalog.pg_sleep(LEAST(1.0, v_yield
+                        * pg_catalog.date_part('epoch', pg_catalog.clock_timestamp() - v_started)));
+                END IF;
             END LOOP;
         END LOOP;
         -- this database's own pg_cron history, when it lives here and the caller may see it
         -- (pg_cron's row security shows each user its own jobs' runs)
         BEGIN
             IF pg_catalog.to_regclass('cron.job_run_details') IS NOT NULL THEN
-                EXECUTE $sql$
-                    DELETE FROM cron.job_run_details d
-                     USING cron.job j
+                -- dynamic: the cron schema exists in pg_cron's database only
+                EXECUTE pg_catalog.format($sql$
+                    DELETE FROM %I.job_run_details d
+                     USING %I.job j
                      WHERE d.jobid = j.jobid
                        AND j.database = pg_catalog.current_database()
-                       AND j.command LIKE '%memgov.run_maintenance%'
+                       AND j.command LIKE '%%memgov.run_maintenance%%'
                        AND d.end_time < pg_catalog.now() - interval '7 days'
-                $sql$;
+                $sql$, 'cron', 'cron');
                 GET DIAGNOSTICS v_pruned = ROW_COUNT;
             END IF;
         EXCEPTION WHEN insufficient_privilege OR undefined_table OR invalid_schema_name THEN
@@ -623,21 +663,22 @@ GRANT EXECUTE ON FUNCTION memgov.apply_retention(uuid) TO memgov_writer, memgov_
 RESET ROLE;
 
 -- migrate:downgrade
-DROP PROCEDURE memgov.run_maintenance(boolean);
-DROP FUNCTION memgov.apply_retention(uuid);
-DROP FUNCTION memgov.finish_maintenance(bigint, jsonb);
-DROP FUNCTION memgov.start_maintenance(boolean);
-DROP FUNCTION memgov.retention_preview();
-DROP FUNCTION memgov.sweep_batch(bigint, text, integer);
-DROP FUNCTION memgov.log_deletion(memgov.long_term_memory_items, text, bigint);
-DROP FUNCTION memgov.due_reason(memgov.long_term_memory_items);
-DROP FUNCTION memgov.retention_interval(text, text, interval);
+DO $drop$
+DECLARE
+    v_routine regprocedure;
+BEGIN
+    FOR v_routine IN
+        SELECT p.oid::regprocedure FROM pg_catalog.pg_proc p
+         WHERE p.pronamespace = 'memgov'::regnamespace
+           AND p.proname = ANY (ARRAY[
+               'run_maintenance', 'apply_retention', 'finish_maintenance', 'start_maintenance',
+               'retention_preview', 'sweep_batch', 'log_deletion', 'due_reason', 'retention_interval',
+               'forget', 'edit', 'reject', 'confirm', 'record_feedback', 'feedback_setting',
+               'memory_for_feedback'])
+    LOOP
+        EXECUTE pg_catalog.format('DROP ROUTINE %s', v_routine);
+    END LOOP;
+END
+$drop$;
 DROP TABLE memgov.maintenance_runs;
 DROP TABLE memgov.deletion_log;
-DROP FUNCTION memgov.forget(uuid);
-DROP FUNCTION memgov.edit(uuid, text);
-DROP FUNCTION memgov.reject(uuid);
-DROP FUNCTION memgov.confirm(uuid);
-DROP FUNCTION memgov.record_feedback(memgov.long_term_memory_items, text, numeric, text);
-DROP FUNCTION memgov.feedback_setting(text, text, numeric);
-DROP FUNCTION memgov.memory_for_feedback(uuid);

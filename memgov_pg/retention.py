@@ -1,0 +1,338 @@
+"""Retention operations: run the sweep, schedule it with pg_cron, report status.
+
+The sweep itself is SQL (``CALL memgov.run_maintenance()``, sql/070_retention.sql);
+this module only starts it, watches it and reads what it recorded.
+
+pg_cron lives in one database of the server (``cron.database_name``). The job of
+a governed database is created from there with ``cron.schedule_in_database``
+and named ``memgov-maintenance:<database>``, so that every governed database of
+a server has exactly one job. pg_cron schedules are in GMT.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import psycopg
+from psycopg import conninfo, errors
+
+from .db import connect, first_line
+from .errors import MemgovError
+from .resources import query
+
+JOB_PREFIX = "memgov-maintenance:"
+JOB_COMMAND = "CALL memgov.run_maintenance()"
+REASONS = ("ttl", "confidence", "auto_delete")
+
+Progress = Callable[[dict[str, Any]], None]
+
+
+class PgCronMissing(MemgovError):
+    """pg_cron is not loaded by the server, or not installed in its cron database."""
+
+
+class SchemaMissing(MemgovError):
+    """The database has no memgov schema."""
+
+
+class MaintenanceBusy(MemgovError):
+    """Another maintenance run holds the lock of this database."""
+
+
+def job_name(database: str) -> str:
+    """The pg_cron job name of a governed database."""
+    return f"{JOB_PREFIX}{database}"
+
+
+def _dsn_with_dbname(dsn: str, dbname: str) -> str:
+    params = conninfo.conninfo_to_dict(dsn)
+    params["dbname"] = dbname
+    return conninfo.make_conninfo(**params)  # type: ignore[arg-type]
+
+
+def require_schema(conn: psycopg.Connection[Any]) -> None:
+    row = conn.execute(query("memgov_schema_installed")).fetchone()
+    if not (row and row[0]):
+        database = conn.info.dbname
+        raise SchemaMissing(f"database {database} has no memgov schema: run `memgov migrate` first")
+
+
+def cron_database(conn: psycopg.Connection[Any]) -> tuple[str, str]:
+    """(cron database, governed database); PgCronMissing when the server has not loaded pg_cron."""
+    row = conn.execute(query("cron_database_name")).fetchone()
+    assert row is not None
+    cron_db, governed = row
+    if not cron_db:
+        raise PgCronMissing(
+            "pg_cron is not loaded by this server: add shared_preload_libraries = 'pg_cron' and "
+            "cron.database_name = '<database>' to postgresql.conf, restart PostgreSQL, and run "
+            "CREATE EXTENSION pg_cron in that database (Debian/Ubuntu: apt-get install postgresql-15-cron)"
+        )
+    return str(cron_db), str(governed)
+
+
+@contextmanager
+def cron_connection(dsn: str, conn: psycopg.Connection[Any]) -> Iterator[tuple[psycopg.Connection[Any], str, str]]:
+    """An autocommit connection to the cron database of ``conn``'s server: (connection, cron db, governed db)."""
+    cron_db, governed = cron_database(conn)
+    with connect(_dsn_with_dbname(dsn, cron_db), autocommit=True) as cron:
+        if cron.execute(query("pg_cron_installed")).fetchone() is None:
+            raise PgCronMissing(
+                f"pg_cron is loaded but not installed in its database {cron_db}: "
+                f"run CREATE EXTENSION pg_cron there as a superuser"
+            )
+        yield cron, cron_db, governed
+
+
+def _jobs(cron: psycopg.Connection[Any], name: str) -> list[dict[str, Any]]:
+    cur = cron.execute(query("cron_find_job"), {"job_name": name})
+    columns = [c.name for c in cur.description or ()]
+    return [dict(zip(columns, row, strict=True)) for row in cur.fetchall()]
+
+
+def _cron_error(exc: psycopg.Error, what: str) -> MemgovError:
+    message = exc.diag.message_primary or first_line(exc)
+    if isinstance(exc, errors.InsufficientPrivilege):
+        return MemgovError(
+            f"{what}: {message} (run it as a superuser, or have one GRANT EXECUTE on pg_cron's "
+            "cron.schedule_in_database and cron.unschedule to your role)"
+        )
+    return MemgovError(f"{what}: {message}")
+
+
+def schedule(dsn: str, cron_expression: str | None = None) -> dict[str, Any]:
+    """Install or replace the maintenance job of the database ``dsn`` names; returns the job."""
+    with connect(dsn, autocommit=True) as conn, cron_connection(dsn, conn) as (cron, cron_db, governed):
+        require_schema(conn)
+        if cron_expression is None:
+            row = conn.execute(query("default_schedule")).fetchone()
+            cron_expression = str(row[0]) if row else "*/10 * * * *"
+        cron_expression = " ".join(cron_expression.split())
+        name = job_name(governed)
+        existing = _jobs(cron, name)
+        user = cron.info.parameter_status("session_authorization") or ""
+        try:
+            # pg_cron keys jobs by (name, user): drop a same-named job another user made,
+            # so that the database keeps one job
+            for job in existing:
+                if job["username"] != user:
+                    cron.execute(query("cron_unschedule_job"), {"jobid": job["jobid"]})
+            row = cron.execute(
+                query("cron_schedule_job"),
+                {"job_name": name, "schedule": cron_expression, "command": JOB_COMMAND, "database": governed},
+            ).fetchone()
+        except psycopg.Error as exc:
+            raise _cron_error(exc, f"pg_cron refused the schedule {cron_expression!r}") from None
+        assert row is not None
+        job = next(j for j in _jobs(cron, name) if j["jobid"] == row[0])
+    return job | {"cron_database": cron_db, "replaced": bool(existing), "timezone": "GMT"}
+
+
+def unschedule(dsn: str) -> dict[str, Any]:
+    """Remove the maintenance job of the database ``dsn`` names (nothing to do is not an error)."""
+    with connect(dsn, autocommit=True) as conn:
+        with cron_connection(dsn, conn) as (cron, cron_db, governed):
+            name = job_name(governed)
+            removed = []
+            try:
+                for job in _jobs(cron, name):
+                    cron.execute(query("cron_unschedule_job"), {"jobid": job["jobid"]})
+                    removed.append(job["jobid"])
+            except psycopg.Error as exc:
+                raise _cron_error(exc, f"cannot unschedule {name}") from None
+    return {"job_name": name, "cron_database": cron_db, "unscheduled": bool(removed), "jobids": removed}
+
+
+def find_job(dsn: str, conn: psycopg.Connection[Any]) -> dict[str, Any]:
+    """The maintenance job of ``conn``'s database and its last run, for `memgov status`."""
+    try:
+        with cron_connection(dsn, conn) as (cron, cron_db, governed):
+            name = job_name(governed)
+            jobs = _jobs(cron, name)
+            job = jobs[0] if jobs else None
+            last = None
+            if job is not None:
+                cur = cron.execute(query("cron_last_run"), {"jobid": job["jobid"]})
+                columns = [c.name for c in cur.description or ()]
+                found = cur.fetchone()
+                last = dict(zip(columns, found, strict=True)) if found else None
+            return {"cron_database": cron_db, "job_name": name, "job": job, "last_run": last, "error": None}
+    except (MemgovError, psycopg.Error) as exc:
+        return {"cron_database": None, "job_name": None, "job": None, "last_run": None, "error": _message(exc)}
+
+
+def _message(exc: BaseException) -> str:
+    if isinstance(exc, psycopg.Error):
+        return exc.diag.message_primary or first_line(exc)
+    return str(exc)
+
+
+# -- running the sweep --------------------------------------------------------------
+
+
+def run(dsn: str, dry_run: bool = False, on_progress: Progress | None = None, interval: float = 0.2) -> dict[str, Any]:
+    """``CALL memgov.run_maintenance()`` and return its summary.
+
+    The procedure runs on one autocommit connection (it commits each batch);
+    a second connection reads the run's row in memgov.maintenance_runs every
+    ``interval`` seconds and hands it to ``on_progress``.
+    """
+    with connect(dsn, autocommit=True) as watcher, connect(dsn, autocommit=True) as worker:
+        require_schema(watcher)
+        row = watcher.execute(query("maintenance_last_run_id")).fetchone()
+        after = int(row[0]) if row else 0
+        due = watcher.execute(query("maintenance_due_ttl")).fetchone()
+        busy: list[str] = []
+        worker.add_notice_handler(lambda diag: busy.append(diag.sqlstate or "") if diag.sqlstate == "MG409" else None)
+        failure: list[BaseException] = []
+
+        def call() -> None:
+            try:
+                worker.execute(query("retention_run_dry" if dry_run else "retention_run"))
+            except BaseException as exc:  # handed to the main thread
+                failure.append(exc)
+
+        thread = threading.Thread(target=call, name="memgov-maintenance", daemon=True)
+        thread.start()
+        try:
+            while thread.is_alive():
+                thread.join(interval)
+                if on_progress is not None and thread.is_alive():
+                    current = _run_after(watcher, after)
+                    if current is not None:
+                        on_progress(current | {"ttl_due": int(due[0]) if due else None})
+        except KeyboardInterrupt:
+            worker.cancel()
+            thread.join(30)
+            raise
+        if failure:
+            raise failure[0]
+        if busy:
+            holder = watcher.execute(query("maintenance_lock_holder")).fetchone()
+            who = f" (backend pid {holder[0]})" if holder else ""
+            raise MaintenanceBusy(
+                f"another maintenance run is in progress{who}; nothing was done: wait for it to finish"
+            )
+        result = _run_after(watcher, after)
+    if result is None:  # pragma: no cover - the procedure always records its run
+        raise MemgovError("the maintenance run left no record in memgov.maintenance_runs")
+    return _summary(result)
+
+
+def _run_after(conn: psycopg.Connection[Any], after: int) -> dict[str, Any] | None:
+    cur = conn.execute(query("maintenance_run_after"), {"after": after})
+    found = cur.fetchone()
+    if found is None:
+        return None
+    columns = [c.name for c in cur.description or ()]
+    return dict(zip(columns, found, strict=True))
+
+
+def _summary(run_row: dict[str, Any]) -> dict[str, Any]:
+    summary = dict(run_row["summary"] or {})
+    summary.pop("cursor", None)
+    summary.setdefault("run_id", run_row["run_id"])
+    summary["status"] = run_row["status"]
+    summary["dry_run"] = run_row["dry_run"]
+    started, finished = run_row.get("started_at"), run_row.get("finished_at")
+    if started is not None and finished is not None:
+        summary["seconds"] = round((finished - started).total_seconds(), 3)
+    return summary
+
+
+def counts(summary: dict[str, Any]) -> dict[str, int]:
+    """Deleted per reason, plus expired approvals, from a run's summary."""
+    deleted = summary.get("deleted") or {}
+    out = {reason: int(deleted.get(reason) or 0) for reason in REASONS}
+    out["approvals_expired"] = int((summary.get("expired") or {}).get("approvals") or 0)
+    return out
+
+
+def walked(summary: dict[str, Any]) -> float | None:
+    """How far the auto_delete walk has come through the table (0..1): blocks walked / blocks to walk."""
+    cursor, blocks = summary.get("cursor"), summary.get("blocks")
+    if cursor is None or not blocks:
+        return None
+    return min(1.0, int(cursor) / int(blocks))
+
+
+# -- memgov status --------------------------------------------------------------------
+
+
+def _rows(conn: psycopg.Connection[Any], name: str) -> list[dict[str, Any]]:
+    cur = conn.execute(query(name))
+    columns = [c.name for c in cur.description or ()]
+    return [dict(zip(columns, row, strict=True)) for row in cur.fetchall()]
+
+
+def _section(conn: psycopg.Connection[Any], name: str) -> list[dict[str, Any]] | dict[str, str]:
+    """A status section; a role that may not read it gets the reason instead of a failure."""
+    try:
+        return _rows(conn, name)
+    except errors.InsufficientPrivilege as exc:
+        return {"error": _message(exc)}
+
+
+def status(dsn: str) -> dict[str, Any]:
+    """What `memgov status` shows; every key is present, ``None`` where it does not apply."""
+    from .migrate import current_revision, head_revision
+
+    with connect(dsn, autocommit=True) as conn:
+        info = conn.execute(query("server_info")).fetchone()
+        assert info is not None
+        objects = conn.execute(query("schema_objects")).fetchall()
+        revision = current_revision(dsn)
+        data: dict[str, Any] = {
+            "server_version": info[0],
+            "database": info[1],
+            "user": info[2],
+            "schema_revision": revision,
+            "head_revision": head_revision(),
+            "tables": [row[0] for row in objects],
+            "policies": None,
+            "pending_approvals": None,
+            "quarantine": None,
+            "last_maintenance_run": None,
+            "decisions_24h": None,
+            "pg_cron": find_job(dsn, conn),
+        }
+        installed = conn.execute(query("memgov_schema_installed")).fetchone()
+        if not (installed and installed[0]):
+            return data
+        data["policies"] = _section(conn, "status_policies")
+        pending = _section(conn, "status_pending_approvals")
+        data["pending_approvals"] = _totals(pending, "pending")
+        data["quarantine"] = _totals(_section(conn, "status_quarantine"), "held")
+        data["decisions_24h"] = _by_key(_section(conn, "status_decisions_24h"), "action", "decisions")
+        last = _section(conn, "status_last_maintenance_run")
+        if isinstance(last, dict) or not last:
+            data["last_maintenance_run"] = last or None
+        else:
+            run_row = last[0]
+            if run_row["status"] == "running" and conn.execute(query("maintenance_lock_holder")).fetchone() is None:
+                # nobody holds the lock: the run was killed; the next run will mark it so
+                run_row["status"] = "interrupted"
+            data["last_maintenance_run"] = {
+                "run_id": run_row["run_id"],
+                "status": run_row["status"],
+                "started_at": run_row["started_at"],
+                "finished_at": run_row["finished_at"],
+                "run_by": run_row["run_by"],
+                "counts": counts(run_row["summary"] or {}),
+            }
+    return data
+
+
+def _totals(rows: list[dict[str, Any]] | dict[str, str], key: str) -> dict[str, Any]:
+    if isinstance(rows, dict):
+        return rows
+    return {"total": sum(int(r[key]) for r in rows), "by_tenant": {r["org_id"]: int(r[key]) for r in rows}}
+
+
+def _by_key(rows: list[dict[str, Any]] | dict[str, str], key: str, value: str) -> dict[str, Any]:
+    if isinstance(rows, dict):
+        return rows
+    return {r[key]: int(r[value]) for r in rows}

@@ -1,0 +1,682 @@
+"""Retention (SPEC §4): the trigger's bookkeeping, and CALL memgov.run_maintenance()
+on both sides of every boundary, batches, the advisory lock, a killed run.
+
+Time is moved by back-dating rows as a superuser through memgov_owner (the
+engine's own path), never by a setting a writer could use.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from decimal import Decimal
+from typing import Any
+
+import psycopg
+import pytest
+from psycopg import errors
+
+from memgov_pg.compiler import compile_policy
+from memgov_pg.policy import load_policy
+from tests.decision_cases import reset_policies
+
+POLICY = """
+version: "{version}"
+defaults: {{on_policy_miss: allow}}
+sources: {{user_confirmed: ["*"]}}
+retention: {{batch_size: {batch_size}, confidence_floor: {floor}, confidence_grace: 30 days, approval_ttl: 7 days}}
+rules:
+  - {{id: hold-words, priority: 20, when: [{{field: fact_text, operator: contains, value: HOLDME}}],
+      action: require_approval}}
+  - {{id: drop-scratch, priority: 100, category: scratch, condition: {{confidence: {{lt: 0.5}}}},
+      action: auto_delete, reason_codes: [SCRATCH]}}
+"""
+ORG = "acme"
+
+
+def deploy(conn: psycopg.Connection[Any], version: str = "1.0.0", *, batch_size: int = 5000,
+           floor: str = "0.3", tenant: str = "*", text: str | None = None) -> None:  # fmt: skip
+    source = text or POLICY.format(version=version, batch_size=batch_size, floor=floor)
+    conn.execute(compile_policy(load_policy(source), tenant).install_sql())
+
+
+@pytest.fixture
+def admin(db_conn):
+    """Superuser connection; every test starts from empty tables and the test policy."""
+    with db_conn.transaction():
+        db_conn.execute("SET LOCAL ROLE memgov_owner")
+        for table in ("long_term_memory_items", "approval_requests", "quarantine", "decision_log",
+                      "feedback_events", "deletion_log", "maintenance_runs"):  # fmt: skip
+            db_conn.execute(f"DELETE FROM memgov.{table}")
+    reset_policies(db_conn)
+    deploy(db_conn)
+    return db_conn
+
+
+def session(dsn: str, role: str | None = None, org: str | None = ORG) -> psycopg.Connection[Any]:
+    conn = psycopg.connect(dsn, autocommit=True)
+    if role:
+        conn.execute(f"SET ROLE {role}")
+    if org is not None:
+        conn.execute("SELECT set_config('memgov.org_id', %s, false)", (org,))
+    return conn
+
+
+@pytest.fixture
+def writer(memgov_dsn, admin):
+    with session(memgov_dsn, "memgov_writer") as conn:
+        yield conn
+
+
+def remember(conn: psycopg.Connection[Any], text: str = "a fact", confidence: str = "0.9",
+             retention: str = "permanent_until_revoked", category: str = "user_fact",
+             org: str = ORG) -> uuid.UUID:  # fmt: skip
+    return conn.execute(
+        "INSERT INTO memgov.long_term_memory_items"
+        " (org_id, category, fact_text, source, confidence, retention_policy)"
+        " VALUES (%s, %s, %s, 'agent_extracted', %s, %s) RETURNING memory_id",
+        (org, category, text, Decimal(confidence), retention),
+    ).fetchone()[0]
+
+
+def backdate(admin: psycopg.Connection[Any], memory_id: uuid.UUID, column: str, age: str) -> None:
+    """Let ``age`` pass for one engine-maintained timestamp of a memory (as memgov_owner)."""
+    assert column in ("created_at", "low_confidence_since", "last_confirmed_at")
+    with admin.transaction():
+        admin.execute("SET LOCAL ROLE memgov_owner")
+        admin.execute(
+            f"UPDATE memgov.long_term_memory_items SET {column} = now() - %s::interval WHERE memory_id = %s",
+            (age, memory_id),
+        )
+
+
+def row(admin: psycopg.Connection[Any], memory_id: uuid.UUID) -> dict[str, Any] | None:
+    cur = admin.execute("SELECT * FROM memgov.long_term_memory_items WHERE memory_id = %s", (memory_id,))
+    found = cur.fetchone()
+    return None if found is None else dict(zip([c.name for c in cur.description], found, strict=True))
+
+
+def alive(admin: psycopg.Connection[Any], *ids: uuid.UUID) -> set[uuid.UUID]:
+    return {r[0] for r in admin.execute(
+        "SELECT memory_id FROM memgov.long_term_memory_items WHERE memory_id = ANY(%s)", (list(ids),))}  # fmt: skip
+
+
+def sweep(conn: psycopg.Connection[Any], dry_run: bool = False) -> dict[str, Any]:
+    conn.execute("CALL memgov.run_maintenance(%s)", (dry_run,))
+    return conn.execute("SELECT summary FROM memgov.maintenance_runs ORDER BY run_id DESC LIMIT 1").fetchone()[0]
+
+
+def deletions(admin: psycopg.Connection[Any]) -> list[tuple[Any, ...]]:
+    return admin.execute(
+        "SELECT memory_id, org_id, reason, rule_id, policy_version FROM memgov.deletion_log ORDER BY deletion_id"
+    ).fetchall()
+
+
+# -- bookkeeping by the trigger -------------------------------------------------------------
+
+
+def test_expires_at_follows_retention_policy_and_created_at(writer, admin):
+    week = remember(writer, retention="ttl_7d")
+    month = remember(writer, retention="ttl_30d")
+    forever = remember(writer)
+    for memory_id, days in ((week, 7), (month, 30)):
+        r = row(admin, memory_id)
+        assert (r["expires_at"] - r["created_at"]).total_seconds() == days * 86400
+    assert row(admin, forever)["expires_at"] is None
+    backdate(admin, week, "created_at", "3 days")
+    r = row(admin, week)
+    assert (r["expires_at"] - r["created_at"]).total_seconds() == 7 * 86400
+
+    # a new retention_policy recomputes it
+    writer.execute(
+        "UPDATE memgov.long_term_memory_items SET retention_policy = 'ttl_30d' WHERE memory_id = %s", (week,)
+    )
+    r = row(admin, week)
+    assert (r["expires_at"] - r["created_at"]).total_seconds() == 30 * 86400
+    writer.execute(
+        "UPDATE memgov.long_term_memory_items SET retention_policy = 'permanent_until_revoked' WHERE memory_id = %s",
+        (week,),
+    )
+    assert row(admin, week)["expires_at"] is None
+
+
+def test_low_confidence_since_is_set_below_the_floor_and_cleared_above(writer, admin):
+    memory_id = remember(writer, confidence="0.2", retention="confidence_based")
+    r = row(admin, memory_id)
+    assert r["low_confidence_since"] == r["created_at"]
+    backdate(admin, memory_id, "low_confidence_since", "10 days")
+    since = row(admin, memory_id)["low_confidence_since"]
+
+    def set_confidence(value: str) -> None:
+        writer.execute(
+            "UPDATE memgov.long_term_memory_items SET confidence = %s WHERE memory_id = %s", (Decimal(value), memory_id)
+        )
+
+    set_confidence("0.25")  # still below: the clock keeps running
+    assert row(admin, memory_id)["low_confidence_since"] == since
+    set_confidence("0.3")  # at the floor is not below it
+    assert row(admin, memory_id)["low_confidence_since"] is None
+    set_confidence("0.1")  # below again: a new clock
+    assert row(admin, memory_id)["low_confidence_since"] > since
+
+    # only confidence_based memories carry it; a new retention_policy recomputes it
+    writer.execute("UPDATE memgov.long_term_memory_items SET retention_policy = 'ttl_7d' WHERE memory_id = %s",
+                   (memory_id,))  # fmt: skip
+    assert row(admin, memory_id)["low_confidence_since"] is None
+    writer.execute(
+        "UPDATE memgov.long_term_memory_items SET retention_policy = 'confidence_based' WHERE memory_id = %s",
+        (memory_id,),
+    )
+    assert row(admin, memory_id)["low_confidence_since"] is not None
+    assert row(admin, remember(writer, confidence="0.9", retention="confidence_based"))["low_confidence_since"] is None
+    assert row(admin, remember(writer, confidence="0.1"))["low_confidence_since"] is None  # permanent
+
+
+def test_feedback_keeps_the_clock_too(writer, admin, memgov_dsn):
+    memory_id = remember(writer, confidence="0.5", retention="confidence_based")
+    with session(memgov_dsn, "memgov_reviewer") as reviewer:
+        reviewer.execute("SELECT memgov.reject(%s)", (memory_id,))  # 0.2
+        assert row(admin, memory_id)["low_confidence_since"] is not None
+        reviewer.execute("SELECT memgov.confirm(%s)", (memory_id,))  # 0.3
+        assert row(admin, memory_id)["low_confidence_since"] is None
+
+
+def test_writers_cannot_set_the_engines_columns(writer):
+    memory_id = remember(writer, retention="ttl_7d")
+    for column in ("expires_at", "low_confidence_since"):
+        with pytest.raises(errors.InsufficientPrivilege):
+            writer.execute(
+                f"UPDATE memgov.long_term_memory_items SET {column} = now() + interval '1 year' WHERE memory_id = %s",
+                (memory_id,),
+            )
+
+
+# -- what the sweep deletes ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("policy", "kept_age", "gone_age"), [
+    ("ttl_7d", "6 days 23 hours", "7 days 1 minute"),
+    ("ttl_30d", "29 days 23 hours", "30 days 1 minute"),
+])  # fmt: skip
+def test_ttl_on_both_sides_of_the_boundary(writer, admin, policy, kept_age, gone_age):
+    kept = remember(writer, "kept", retention=policy)
+    gone = remember(writer, "gone", retention=policy)
+    backdate(admin, kept, "created_at", kept_age)
+    backdate(admin, gone, "created_at", gone_age)
+    summary = sweep(admin)
+    assert alive(admin, kept, gone) == {kept}
+    assert summary["deleted"] == {"ttl": 1, "confidence": 0, "auto_delete": 0}
+    assert deletions(admin) == [(gone, ORG, "ttl", None, "1.0.0")]
+
+
+def test_confidence_based_on_both_sides_of_the_grace(writer, admin):
+    kept = remember(writer, "kept", confidence="0.2", retention="confidence_based")
+    gone = remember(writer, "gone", confidence="0.2", retention="confidence_based")
+    above = remember(writer, "above the floor", confidence="0.3", retention="confidence_based")
+    backdate(admin, kept, "low_confidence_since", "29 days 23 hours")
+    backdate(admin, gone, "low_confidence_since", "30 days 1 minute")
+    backdate(admin, above, "created_at", "400 days")
+    summary = sweep(admin)
+    assert alive(admin, kept, gone, above) == {kept, above}
+    assert summary["deleted"]["confidence"] == 1
+    assert deletions(admin) == [(gone, ORG, "confidence", None, "1.0.0")]
+
+
+def test_raising_confidence_resets_the_grace(writer, admin, memgov_dsn):
+    memory_id = remember(writer, confidence="0.25", retention="confidence_based")
+    backdate(admin, memory_id, "low_confidence_since", "60 days")
+    with session(memgov_dsn, "memgov_reviewer") as reviewer:
+        reviewer.execute("SELECT memgov.confirm(%s)", (memory_id,))  # 0.35: above the floor
+        sweep(admin)
+        assert alive(admin, memory_id) == {memory_id}
+        reviewer.execute("SELECT memgov.reject(%s)", (memory_id,))  # 0.05: below again, a fresh clock
+    sweep(admin)
+    assert alive(admin, memory_id) == {memory_id}
+    assert (
+        row(admin, memory_id)["low_confidence_since"]
+        > admin.execute("SELECT now() - interval '1 minute'").fetchone()[0]
+    )
+
+
+def test_a_lowered_floor_spares_memories_now_above_it(writer, admin):
+    memory_id = remember(writer, confidence="0.25", retention="confidence_based")
+    backdate(admin, memory_id, "low_confidence_since", "60 days")
+    deploy(admin, "2.0.0", floor="0.2")
+    assert admin.execute("SELECT memgov.apply_retention(%s)", (memory_id,)).fetchone()[0]["deleted"] is False
+    sweep(admin)
+    assert alive(admin, memory_id) == {memory_id}
+
+
+def test_auto_delete_rules_but_never_permanent_until_revoked(writer, admin):
+    scratch = remember(writer, "scratch note", confidence="0.4", category="scratch", retention="ttl_30d")
+    confident = remember(writer, "confident scratch", confidence="0.6", category="scratch", retention="ttl_30d")
+    permanent = remember(writer, "permanent scratch", confidence="0.0", category="scratch")
+    old_permanent = remember(writer, "old and unsure", confidence="0.0")
+    backdate(admin, permanent, "created_at", "1000 days")
+    backdate(admin, old_permanent, "created_at", "1000 days")
+    summary = sweep(admin)
+    assert alive(admin, scratch, confident, permanent, old_permanent) == {confident, permanent, old_permanent}
+    assert summary["deleted"] == {"ttl": 0, "confidence": 0, "auto_delete": 1}
+    assert deletions(admin) == [(scratch, ORG, "auto_delete", "drop-scratch", "1.0.0")]
+    assert admin.execute("SELECT memgov.apply_retention(%s)", (permanent,)).fetchone()[0]["deleted"] is False
+
+
+def test_each_tenant_is_swept_by_its_own_policy(writer, admin, memgov_dsn):
+    no_auto_delete = POLICY.replace('version: "{version}"', 'version: "7.0.0"').split("  - {{id: drop-scratch")[0]
+    deploy(admin, tenant="beta", text=no_auto_delete.format(batch_size=5000, floor="0.3"))
+    acme = remember(writer, "acme scratch", confidence="0.1", category="scratch", retention="ttl_30d")
+    with session(memgov_dsn, "memgov_writer", "beta") as beta_writer:
+        beta = remember(beta_writer, "beta scratch", confidence="0.1", category="scratch", retention="ttl_30d",
+                        org="beta")  # fmt: skip
+        beta_week = remember(beta_writer, "beta week", retention="ttl_7d", org="beta")
+    backdate(admin, beta_week, "created_at", "8 days")
+    sweep(admin)
+    assert alive(admin, acme, beta, beta_week) == {beta}
+    assert sorted(deletions(admin), key=str) == sorted(
+        [(acme, ORG, "auto_delete", "drop-scratch", "1.0.0"), (beta_week, "beta", "ttl", None, "7.0.0")], key=str
+    )
+
+
+def test_the_auto_delete_walk_covers_the_whole_table_in_small_batches(admin):
+    deploy(admin, "2.0.0", batch_size=7)
+    with admin.transaction():
+        admin.execute("SET LOCAL ROLE memgov_owner")
+        admin.execute(
+            "INSERT INTO memgov.long_term_memory_items (org_id, category, fact_text, source, confidence,"
+            " retention_policy)"
+            " SELECT %s, CASE WHEN g %% 10 = 0 THEN 'scratch' ELSE 'user_fact' END, 'row ' || g,"
+            " 'agent_extracted', 0.1, CASE WHEN g %% 20 = 0 THEN 'permanent_until_revoked' ELSE 'ttl_30d' END"
+            " FROM generate_series(1, 600) g",
+            (ORG,),
+        )
+    summary = sweep(admin)
+    assert summary["deleted"]["auto_delete"] == 30  # 60 scratch rows, half of them permanent
+    left = admin.execute(
+        "SELECT count(*) FILTER (WHERE category = 'scratch'), count(*) FROM memgov.long_term_memory_items"
+    ).fetchone()
+    assert left == (30, 570)
+    assert "cursor" not in summary and "blocks" not in summary
+    batches = admin.execute("SELECT count(DISTINCT xmin::text) FROM memgov.deletion_log").fetchone()[0]
+    assert batches > 1
+
+
+def test_no_auto_delete_rule_means_no_table_walk(writer, admin):
+    deploy(admin, text=POLICY.split("  - {{id: drop-scratch")[0].format(version="3.0.0", batch_size=1, floor="0.3"))
+    for i in range(50):
+        remember(writer, f"fact {i}", confidence="0.1", category="scratch", retention="ttl_30d")
+    before = admin.execute("SELECT pg_current_xact_id()::text::bigint").fetchone()[0]
+    summary = sweep(admin)
+    after = admin.execute("SELECT pg_current_xact_id()::text::bigint").fetchone()[0]
+    assert summary["deleted"]["auto_delete"] == 0
+    # batch_size 1: a walk would have committed one transaction per row
+    assert after - before < 20
+
+
+def test_the_deletion_log_never_holds_the_text(writer, admin):
+    marker = f"the-secret-recipe-{uuid.uuid4()}"
+    gone = remember(writer, marker, retention="ttl_7d")
+    backdate(admin, gone, "created_at", "8 days")
+    sweep(admin)
+    assert row(admin, gone) is None
+    columns = [r[0] for r in admin.execute(
+        "SELECT column_name FROM information_schema.columns"
+        " WHERE table_schema = 'memgov' AND table_name = 'deletion_log' ORDER BY ordinal_position")]  # fmt: skip
+    assert columns == ["deletion_id", "deleted_at", "memory_id", "org_id", "reason", "rule_id", "policy_version",
+                       "run_id"]  # fmt: skip
+    logged = admin.execute("SELECT to_jsonb(d) FROM memgov.deletion_log d").fetchall()
+    assert len(logged) == 1 and marker not in str(logged)
+    assert logged[0][0]["memory_id"] == str(gone) and logged[0][0]["deleted_at"]
+    assert marker not in str(admin.execute("SELECT summary FROM memgov.maintenance_runs").fetchall())
+
+
+def test_reviewers_read_their_tenants_deletions_only(writer, admin, memgov_dsn):
+    gone = remember(writer, retention="ttl_7d")
+    backdate(admin, gone, "created_at", "8 days")
+    sweep(admin)
+    with session(memgov_dsn, "memgov_reviewer") as reviewer:
+        assert reviewer.execute("SELECT memory_id FROM memgov.deletion_log").fetchall() == [(gone,)]
+    with session(memgov_dsn, "memgov_reviewer", "beta") as other:
+        assert other.execute("SELECT count(*) FROM memgov.deletion_log").fetchone()[0] == 0
+    with session(memgov_dsn, "memgov_writer") as w, pytest.raises(errors.InsufficientPrivilege):
+        w.execute("SELECT count(*) FROM memgov.deletion_log")
+
+
+# -- approvals -------------------------------------------------------------------------------
+
+
+def test_stale_approval_requests_expire(writer, admin):
+    stale = remember(writer, "HOLDME stale")
+    fresh = remember(writer, "HOLDME fresh")
+    kept_row = remember(writer, "an active fact")
+    writer.execute("UPDATE memgov.long_term_memory_items SET fact_text = 'HOLDME changed' WHERE memory_id = %s",
+                   (kept_row,))  # fmt: skip
+    with admin.transaction():
+        admin.execute("SET LOCAL ROLE memgov_owner")
+        admin.execute("UPDATE memgov.approval_requests SET requested_at = now() - interval '7 days 1 minute'"
+                      " WHERE memory_id = ANY(%s)", ([stale, kept_row],))  # fmt: skip
+        admin.execute("UPDATE memgov.approval_requests SET requested_at = now() - interval '6 days 23 hours'"
+                      " WHERE memory_id = %s", (fresh,))  # fmt: skip
+    summary = sweep(admin)
+    assert summary["expired"] == {"approvals": 2}
+    requests = dict(
+        admin.execute(
+            "SELECT memory_id, status || '/' || coalesce(decided_by, '-') FROM memgov.approval_requests"
+        ).fetchall()
+    )
+    assert requests == {stale: "expired/memgov", kept_row: "expired/memgov", fresh: "pending/-"}
+    # a held INSERT goes with its request; a held UPDATE leaves the row as it was
+    assert alive(admin, stale, fresh, kept_row) == {fresh, kept_row}
+    assert row(admin, kept_row)["fact_text"] == "an active fact"
+
+
+# -- the run: summary, batches, dry run, who may run it ------------------------------------------
+
+
+def test_summary_is_recorded_and_a_second_run_finds_nothing(writer, admin):
+    ids = [remember(writer, f"fact {i}", retention="ttl_7d") for i in range(3)]
+    for memory_id in ids:
+        backdate(admin, memory_id, "created_at", "8 days")
+    first = sweep(admin)
+    assert first["deleted"]["ttl"] == 3 and first["dry_run"] is False
+    assert set(first) >= {"run_id", "started_at", "finished_at", "cron_history_pruned", "expired"}
+    assert "cursor" not in first
+    second = sweep(admin)
+    assert second["deleted"] == {"ttl": 0, "confidence": 0, "auto_delete": 0}
+    runs = admin.execute("SELECT status, run_by FROM memgov.maintenance_runs ORDER BY run_id").fetchall()
+    assert runs == [("finished", "postgres"), ("finished", "postgres")]
+
+
+def seed_expired(admin: psycopg.Connection[Any], n: int, text: str = "expired", retention: str = "ttl_7d") -> None:
+    """n expired memories, inserted on the engine's path (as memgov_owner) in one statement."""
+    with admin.transaction():
+        admin.execute("SET LOCAL ROLE memgov_owner")
+        admin.execute(
+            "INSERT INTO memgov.long_term_memory_items"
+            " (org_id, category, fact_text, source, confidence, retention_policy, created_at)"
+            " SELECT %s, 'user_fact', %s || ' ' || g, 'agent_extracted', 0.9, %s, now() - interval '8 days'"
+            " FROM generate_series(1, %s) g",
+            (ORG, text, retention, n),
+        )
+
+
+def test_each_batch_is_its_own_transaction(admin):
+    deploy(admin, "2.0.0", batch_size=10)
+    seed_expired(admin, 35)
+    summary = sweep(admin)
+    assert summary["deleted"]["ttl"] == 35
+    batches = admin.execute(
+        "SELECT count(DISTINCT xmin::text) FROM memgov.deletion_log WHERE run_id = %s", (summary["run_id"],)
+    ).fetchone()[0]
+    assert batches == 4  # 10 + 10 + 10 + 5, each committed on its own
+
+
+def test_dry_run_counts_and_deletes_nothing(writer, admin):
+    seed_expired(admin, 4)
+    scratch = remember(writer, "scratch", confidence="0.1", category="scratch", retention="ttl_30d")
+    low = remember(writer, "low", confidence="0.1", retention="confidence_based")
+    backdate(admin, low, "low_confidence_since", "31 days")
+    held = remember(writer, "HOLDME")
+    admin.execute("UPDATE memgov.approval_requests SET requested_at = now() - interval '8 days'")
+    before = admin.execute("SELECT count(*) FROM memgov.long_term_memory_items").fetchone()[0]
+    preview = sweep(admin, dry_run=True)
+    assert preview["dry_run"] is True
+    assert preview["deleted"] == {"ttl": 4, "confidence": 1, "auto_delete": 1}
+    assert preview["expired"] == {"approvals": 1}
+    assert admin.execute("SELECT count(*) FROM memgov.long_term_memory_items").fetchone()[0] == before
+    assert deletions(admin) == []
+    real = sweep(admin)
+    assert real["deleted"] == preview["deleted"] and real["expired"] == preview["expired"]
+    assert alive(admin, scratch, low, held) == set()
+
+
+def test_memgov_admin_may_run_it_and_others_may_not(admin, memgov_dsn):
+    admin.execute("DROP ROLE IF EXISTS retention_admin_login")
+    admin.execute("CREATE ROLE retention_admin_login LOGIN IN ROLE memgov_admin")
+    try:
+        seed_expired(admin, 2)
+        with session(memgov_dsn, "retention_admin_login", None) as conn:
+            assert sweep(conn)["deleted"]["ttl"] == 2
+        assert admin.execute("SELECT run_by FROM memgov.maintenance_runs").fetchone()[0] == "retention_admin_login"
+    finally:
+        admin.execute("DROP OWNED BY retention_admin_login")
+        admin.execute("DROP ROLE retention_admin_login")
+    for role in ("memgov_writer", "memgov_reviewer"):
+        with session(memgov_dsn, role) as conn, pytest.raises(errors.InsufficientPrivilege):
+            conn.execute("CALL memgov.run_maintenance()")
+
+
+# -- one run at a time; killed and failed runs -------------------------------------------------
+
+
+class Sweeper:
+    """CALL memgov.run_maintenance() on its own connection, in a thread."""
+
+    def __init__(self, dsn: str, **settings: str) -> None:
+        options = " ".join(f"-c {name}={value}" for name, value in settings.items())
+        self.conn = psycopg.connect(dsn, autocommit=True, options=options)
+        self.pid = self.conn.info.backend_pid
+        self.error: BaseException | None = None
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        try:
+            self.conn.execute("CALL memgov.run_maintenance()")
+        except BaseException as exc:
+            self.error = exc
+
+    def start(self) -> Sweeper:
+        self.thread.start()
+        return self
+
+    def join(self, timeout: float = 30) -> None:
+        self.thread.join(timeout)
+        assert not self.thread.is_alive(), "the sweep did not end"
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+def wait_for(predicate: Any, timeout: float = 20, what: str = "condition") -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if value := predicate():
+            return value
+        time.sleep(0.01)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def stall_mid_run(admin: psycopg.Connection[Any], stall: psycopg.Connection[Any]) -> int:
+    """Wait until the running sweep has committed a few batches, then hold its run's row
+    so that the sweep blocks inside its next batch (its deletions there uncommitted)."""
+    run_id = wait_for(lambda: (r := admin.execute(
+        "SELECT run_id FROM memgov.maintenance_runs WHERE status = 'running'"
+        " AND (summary #>> '{deleted,ttl}')::int >= 100").fetchone()) and r[0], what="a few batches")  # fmt: skip
+    stall.execute("BEGIN")
+    stall.execute("SELECT 1 FROM memgov.maintenance_runs WHERE run_id = %s FOR UPDATE", (run_id,))
+    return int(run_id)
+
+
+def blocked(admin: psycopg.Connection[Any], pid: int) -> bool:
+    return admin.execute("SELECT wait_event_type = 'Lock' FROM pg_stat_activity WHERE pid = %s", (pid,)).fetchone()[0]
+
+
+def test_a_second_run_while_one_holds_the_lock_returns_at_once(admin, memgov_dsn):
+    deploy(admin, "2.0.0", batch_size=20)
+    seed_expired(admin, 1000)
+    first = Sweeper(memgov_dsn).start()
+    try:
+        with psycopg.connect(memgov_dsn, autocommit=True) as stall, \
+             psycopg.connect(memgov_dsn, autocommit=True) as second:  # fmt: skip
+            run_id = stall_mid_run(admin, stall)
+            wait_for(lambda: blocked(admin, first.pid), what="the first sweep to block")
+            notices: list[str | None] = []
+            second.add_notice_handler(lambda diag: notices.append(diag.sqlstate))
+            started = time.monotonic()
+            second.execute("CALL memgov.run_maintenance()")
+            assert time.monotonic() - started < 1.0
+            assert notices == ["MG409"]
+            assert admin.execute("SELECT count(*) FROM memgov.maintenance_runs").fetchone()[0] == 1
+            stall.execute("ROLLBACK")
+        first.join()
+        assert first.error is None
+    finally:
+        first.close()
+    assert admin.execute("SELECT run_id, status FROM memgov.maintenance_runs").fetchall() == [(run_id, "finished")]
+    assert admin.execute("SELECT count(*) FROM memgov.long_term_memory_items").fetchone()[0] == 0
+
+
+def test_a_killed_run_loses_nothing_and_the_next_run_finishes(writer, admin, memgov_dsn):
+    deploy(admin, "2.0.0", batch_size=25)
+    seed_expired(admin, 2000)
+    fresh = [remember(writer, f"fresh {i}", retention="ttl_7d") for i in range(5)]
+    expired_ids = {r[0] for r in admin.execute(
+        "SELECT memory_id FROM memgov.long_term_memory_items WHERE expires_at <= now()")}  # fmt: skip
+    killed = Sweeper(memgov_dsn).start()
+    try:
+        with psycopg.connect(memgov_dsn, autocommit=True) as stall:
+            run_id = stall_mid_run(admin, stall)
+            wait_for(lambda: blocked(admin, killed.pid), what="the sweep to block mid-batch")
+            assert admin.execute("SELECT pg_terminate_backend(%s)", (killed.pid,)).fetchone()[0]
+            stall.execute("ROLLBACK")
+        killed.join()
+        assert isinstance(killed.error, psycopg.OperationalError)
+    finally:
+        killed.close()
+
+    # what the killed run committed is deleted and logged, its last batch rolled back whole
+    status, logged_by_summary = admin.execute(
+        "SELECT status, (summary #>> '{deleted,ttl}')::int FROM memgov.maintenance_runs WHERE run_id = %s", (run_id,)
+    ).fetchone()
+    assert status == "running"  # nobody has marked it yet
+    remaining = {r[0] for r in admin.execute("SELECT memory_id FROM memgov.long_term_memory_items")}
+    logged = [r[0] for r in admin.execute("SELECT memory_id FROM memgov.deletion_log WHERE run_id = %s", (run_id,))]
+    assert 0 < len(logged) == logged_by_summary < len(expired_ids)
+    assert set(logged) | (remaining & expired_ids) == expired_ids
+    assert not set(logged) & remaining
+
+    # the next run finishes the work and marks the killed one
+    summary = sweep(admin)
+    assert summary["deleted"]["ttl"] == len(expired_ids) - len(logged)
+    assert admin.execute(
+        "SELECT status, finished_at IS NOT NULL FROM memgov.maintenance_runs WHERE run_id = %s", (run_id,)
+    ).fetchone() == ("interrupted", True)
+    assert alive(admin, *expired_ids) == set()
+    assert alive(admin, *fresh) == set(fresh)
+    all_logged = [r[0] for r in admin.execute("SELECT memory_id FROM memgov.deletion_log")]
+    assert sorted(all_logged, key=str) == sorted(expired_ids, key=str)  # each exactly once
+
+
+def test_a_failed_run_releases_the_lock_of_its_session(admin, memgov_dsn):
+    deploy(admin, "2.0.0", batch_size=20)
+    seed_expired(admin, 1000)
+    failed = Sweeper(memgov_dsn).start()
+    try:
+        with psycopg.connect(memgov_dsn, autocommit=True) as stall:
+            stall_mid_run(admin, stall)
+            wait_for(lambda: blocked(admin, failed.pid), what="the sweep to block")
+            admin.execute("SELECT pg_cancel_backend(%s)", (failed.pid,))
+            failed.join()
+            stall.execute("ROLLBACK")
+        assert isinstance(failed.error, errors.QueryCanceled)
+        # its session lives on, and the next run (from another session) is not locked out
+        assert failed.conn.execute("SELECT 1").fetchone() == (1,)
+        summary = sweep(admin)
+        assert summary["deleted"]["ttl"] > 0
+        assert admin.execute("SELECT count(*) FROM memgov.long_term_memory_items").fetchone()[0] == 0
+        assert admin.execute("SELECT array_agg(status ORDER BY run_id) FROM memgov.maintenance_runs").fetchone()[0] \
+            == ["interrupted", "finished"]  # fmt: skip
+    finally:
+        failed.close()
+
+
+def test_the_sweep_yields_while_other_sessions_are_busy(admin, memgov_dsn):
+    deploy(admin, "2.0.0", batch_size=10)
+    seed_expired(admin, 300)
+    with psycopg.connect(memgov_dsn, autocommit=True) as busy:
+        busy.execute("BEGIN")
+        busy.execute("SELECT 1")  # idle in transaction: a session at work
+        sweeper = Sweeper(memgov_dsn, **{"memgov.maintenance_yield": "20"}).start()
+        try:
+            paused = wait_for(lambda: admin.execute(
+                "SELECT wait_event = 'PgSleep' FROM pg_stat_activity WHERE pid = %s", (sweeper.pid,)
+            ).fetchone()[0], what="the sweep to pause between batches")  # fmt: skip
+            assert paused
+            busy.execute("ROLLBACK")
+            sweeper.join()
+            assert sweeper.error is None
+        finally:
+            sweeper.close()
+    assert admin.execute("SELECT count(*) FROM memgov.long_term_memory_items").fetchone()[0] == 0
+
+
+def test_the_sweep_runs_at_full_speed_when_nobody_else_is_busy(admin, memgov_dsn):
+    deploy(admin, "2.0.0", batch_size=10)
+    seed_expired(admin, 100)
+    with psycopg.connect(memgov_dsn, autocommit=True, options="-c memgov.maintenance_yield=1000") as conn:
+        started = time.monotonic()
+        sweep(conn)  # 10 batches: pausing would take about 10 s (1 s per batch at most)
+        assert time.monotonic() - started < 3
+    assert admin.execute("SELECT count(*) FROM memgov.long_term_memory_items").fetchone()[0] == 0
+
+
+# -- pg_cron history ---------------------------------------------------------------------------
+
+
+def test_prunes_its_own_pg_cron_history_when_it_can_see_it(admin, memgov_dsn):
+    """pg_cron lives in the cron database only; a stand-in `cron` schema here shows which rows go."""
+    database = admin.execute("SELECT current_database()").fetchone()[0]
+    admin.execute("""
+        CREATE SCHEMA cron;
+        CREATE TABLE cron.job (jobid bigint, jobname text, database text, command text, username text);
+        CREATE TABLE cron.job_run_details (runid bigint, jobid bigint, status text, end_time timestamptz);
+    """)
+    try:
+        admin.execute(
+            "INSERT INTO cron.job VALUES (1, 'memgov-maintenance:' || %(db)s, %(db)s, 'CALL memgov.run_maintenance()',"
+            " 'postgres'), (2, 'other-job', %(db)s, 'VACUUM', 'postgres'),"
+            " (3, 'memgov-maintenance:elsewhere', 'elsewhere', 'CALL memgov.run_maintenance()', 'postgres')",
+            {"db": database},
+        )
+        admin.execute(
+            "INSERT INTO cron.job_run_details VALUES (1, 1, 'succeeded', now() - interval '8 days'),"
+            " (2, 1, 'succeeded', now() - interval '1 day'), (3, 2, 'succeeded', now() - interval '30 days'),"
+            " (4, 3, 'succeeded', now() - interval '30 days')"
+        )
+        # a memgov_admin that may not read schema cron: nothing pruned, no error
+        admin.execute("DROP ROLE IF EXISTS cron_blind_admin")
+        admin.execute("CREATE ROLE cron_blind_admin LOGIN IN ROLE memgov_admin")
+        with session(memgov_dsn, "cron_blind_admin", None) as blind:
+            assert sweep(blind)["cron_history_pruned"] == 0
+        assert sweep(admin)["cron_history_pruned"] == 1
+        assert [r[0] for r in admin.execute("SELECT runid FROM cron.job_run_details ORDER BY runid")] == [2, 3, 4]
+    finally:
+        admin.execute("DROP SCHEMA cron CASCADE")
+        admin.execute("DROP OWNED BY cron_blind_admin")
+        admin.execute("DROP ROLE IF EXISTS cron_blind_admin")
+
+
+# -- static check -------------------------------------------------------------------------------
+
+
+def test_feedback_and_retention_code_passes_plpgsql_check(db_conn):
+    db_conn.execute("CREATE EXTENSION IF NOT EXISTS plpgsql_check")
+    routines = [
+        "memgov.memory_for_feedback(uuid)",
+        "memgov.record_feedback(memgov.long_term_memory_items, text, numeric, text)",
+        "memgov.confirm(uuid)",
+        "memgov.reject(uuid)",
+        "memgov.edit(uuid, text)",
+        "memgov.forget(uuid)",
+        "memgov.sweep_batch(bigint, text, integer)",
+        "memgov.start_maintenance(boolean)",
+        "memgov.finish_maintenance(bigint, jsonb, bigint)",
+        "memgov.run_maintenance(boolean)",
+        "memgov.apply_retention(uuid)",
+    ]
+    for routine in routines:
+        problems = db_conn.execute(
+            "SELECT level, message, lineno FROM plpgsql_check_function_tb(%s::regprocedure) WHERE level = 'error'",
+            (routine,),
+        ).fetchall()
+        assert problems == [], f"{routine}: {problems}"

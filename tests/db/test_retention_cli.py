@@ -1,0 +1,325 @@
+"""`memgov retention run|schedule|unschedule` and `memgov status`, as a user runs them,
+against the session's PostgreSQL 15 + pg_cron; and pg_cron itself running the sweep."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+
+from memgov_pg.cluster import LocalCluster, free_port
+from memgov_pg.compiler import compile_policy
+from memgov_pg.migrate import head_revision
+from memgov_pg.policy import load_policy
+from memgov_pg.retention import JOB_COMMAND, job_name
+from tests.cli_helpers import assert_one_line_error, run_memgov
+from tests.decision_cases import reset_policies
+
+# schedules that never fire while the tests run (1 January, small hours, GMT)
+QUIET = "0 4 1 1 *"
+POLICY = f"""
+version: "1.0.0"
+defaults: {{on_policy_miss: allow}}
+retention: {{schedule: "{QUIET}"}}
+rules:
+  - {{id: hold-words, priority: 20, when: [{{field: fact_text, operator: contains, value: HOLDME}}],
+      action: require_approval}}
+  - {{id: quarantine-words, priority: 30, when: [{{field: fact_text, operator: contains, value: QUARANTINEME}}],
+      action: quarantine}}
+"""
+
+
+def deploy(conn: psycopg.Connection[Any], text: str = POLICY, tenant: str = "*") -> None:
+    conn.execute(compile_policy(load_policy(text), tenant).install_sql())
+
+
+@pytest.fixture
+def admin(db_conn):
+    with db_conn.transaction():
+        db_conn.execute("SET LOCAL ROLE memgov_owner")
+        for table in ("long_term_memory_items", "approval_requests", "quarantine", "decision_log",
+                      "feedback_events", "deletion_log", "maintenance_runs"):  # fmt: skip
+            db_conn.execute(f"DELETE FROM memgov.{table}")
+    reset_policies(db_conn)
+    deploy(db_conn)
+    return db_conn
+
+
+@pytest.fixture
+def cron(memgov_server, requires_pg_cron):
+    """A connection to pg_cron's database; removes the jobs a test leaves behind."""
+    with psycopg.connect(memgov_server.admin_dsn, autocommit=True) as conn:
+        assert conn.execute("SHOW cron.database_name").fetchone()[0] == conn.info.dbname
+        yield conn
+        conn.execute("SELECT cron.unschedule(jobid) FROM cron.job WHERE jobname LIKE 'memgov-maintenance:%'")
+
+
+def jobs(cron: psycopg.Connection[Any], database: str) -> list[tuple[Any, ...]]:
+    return cron.execute(
+        "SELECT jobid, schedule, command, database FROM cron.job WHERE jobname = %s", (job_name(database),)
+    ).fetchall()
+
+
+def seed(admin: psycopg.Connection[Any], n: int, text: str = "expired", retention: str = "ttl_7d",
+         age: str = "8 days") -> None:  # fmt: skip
+    with admin.transaction():
+        admin.execute("SET LOCAL ROLE memgov_owner")
+        admin.execute(
+            "INSERT INTO memgov.long_term_memory_items"
+            " (org_id, category, fact_text, source, confidence, retention_policy, created_at)"
+            " SELECT 'acme', 'user_fact', %s || ' ' || g, 'agent_extracted', 0.9, %s, now() - %s::interval"
+            " FROM generate_series(1, %s) g",
+            (text, retention, age, n),
+        )
+
+
+def count(admin: psycopg.Connection[Any]) -> int:
+    return int(admin.execute("SELECT count(*) FROM memgov.long_term_memory_items").fetchone()[0])
+
+
+# -- retention run ------------------------------------------------------------------------
+
+
+def test_run_json_prints_the_summary(admin, memgov_dsn):
+    seed(admin, 3)
+    seed(admin, 2, "fresh", age="1 day")
+    result = run_memgov("retention", "run", "--dsn", memgov_dsn, "--json")
+    assert result.returncode == 0, result.stderr
+    summary = json.loads(result.stdout)
+    assert summary["deleted"] == {"ttl": 3, "confidence": 0, "auto_delete": 0}
+    assert summary["expired"] == {"approvals": 0}
+    assert summary["status"] == "finished" and summary["dry_run"] is False
+    assert summary["seconds"] >= 0 and isinstance(summary["run_id"], int)
+    assert count(admin) == 2
+
+
+def test_run_text_shows_counts_per_reason(admin, memgov_dsn):
+    seed(admin, 4)
+    result = run_memgov("retention", "run", "--dsn", memgov_dsn)
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0].startswith("maintenance run ") and " finished in " in lines[0]
+    assert lines[1].split() == ["deleted", "ttl", "4"]
+    assert lines[2].split() == ["deleted", "confidence", "0"]
+    assert lines[4].split() == ["expired", "approvals", "0"]
+    assert count(admin) == 0
+
+
+def test_dry_run_reports_what_would_go_and_deletes_nothing(admin, memgov_dsn):
+    seed(admin, 5)
+    result = run_memgov("retention", "run", "--dry-run", "--dsn", memgov_dsn, "--json")
+    assert result.returncode == 0, result.stderr
+    summary = json.loads(result.stdout)
+    assert summary["dry_run"] is True and summary["deleted"]["ttl"] == 5
+    assert count(admin) == 5
+    text = run_memgov("retention", "run", "--dry-run", "--dsn", memgov_dsn)
+    assert text.returncode == 0, text.stderr
+    assert text.stdout.startswith("dry run ")
+    assert ["would", "delete", "ttl", "5"] in [line.split() for line in text.stdout.splitlines()]
+    assert count(admin) == 5
+
+
+def test_run_while_another_holds_the_lock_is_one_line(admin, memgov_dsn):
+    seed(admin, 2)
+    with psycopg.connect(memgov_dsn, autocommit=True) as holder:
+        holder.execute("SELECT pg_advisory_lock(hashtext('memgov.run_maintenance'))")
+        result = run_memgov("retention", "run", "--dsn", memgov_dsn)
+        assert_one_line_error(result, "another maintenance run is in progress", str(holder.info.backend_pid))
+    assert count(admin) == 2
+
+
+def test_run_on_a_database_without_memgov_is_one_line(empty_dsn):
+    assert_one_line_error(run_memgov("retention", "run", "--dsn", empty_dsn), "memgov migrate")
+
+
+def test_run_needs_memgov_admin(admin, memgov_dsn):
+    admin.execute("DROP ROLE IF EXISTS retention_cli_writer")
+    admin.execute("CREATE ROLE retention_cli_writer LOGIN IN ROLE memgov_writer")
+    try:
+        params = psycopg.conninfo.conninfo_to_dict(memgov_dsn) | {"user": "retention_cli_writer"}
+        result = run_memgov("retention", "run", "--dsn", psycopg.conninfo.make_conninfo(**params))
+        assert_one_line_error(result, "permission denied", "42501")
+    finally:
+        admin.execute("DROP ROLE retention_cli_writer")
+
+
+# -- retention schedule / unschedule --------------------------------------------------------
+
+
+def test_schedule_twice_leaves_one_job(admin, memgov_dsn, cron):
+    database = admin.info.dbname
+    first = run_memgov("retention", "schedule", "--dsn", memgov_dsn, "--json")
+    assert first.returncode == 0, first.stderr
+    job = json.loads(first.stdout)
+    assert job["schedule"] == QUIET  # the policy's retention.schedule
+    assert (job["jobname"], job["database"], job["command"]) == (job_name(database), database, JOB_COMMAND)
+    assert job["cron_database"] == cron.info.dbname != database
+    assert job["replaced"] is False
+    second = run_memgov("retention", "schedule", "30 3 1 1 *", "--dsn", memgov_dsn, "--json")
+    assert second.returncode == 0, second.stderr
+    assert json.loads(second.stdout)["replaced"] is True
+    assert jobs(cron, database) == [(job["jobid"], "30 3 1 1 *", JOB_COMMAND, database)]
+    text = run_memgov("retention", "schedule", QUIET, "--dsn", memgov_dsn)
+    assert text.returncode == 0, text.stderr
+    assert "(GMT)" in text.stdout and job_name(database) in text.stdout
+    assert len(jobs(cron, database)) == 1
+
+
+def test_schedule_rejects_a_bad_schedule_in_one_line(admin, memgov_dsn, cron):
+    result = run_memgov("retention", "schedule", "every day", "--dsn", memgov_dsn)
+    assert_one_line_error(result, "invalid schedule")
+    assert jobs(cron, admin.info.dbname) == []
+
+
+def test_unschedule(admin, memgov_dsn, cron):
+    database = admin.info.dbname
+    assert run_memgov("retention", "schedule", "--dsn", memgov_dsn).returncode == 0
+    result = run_memgov("retention", "unschedule", "--dsn", memgov_dsn, "--json")
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["unscheduled"] is True
+    assert jobs(cron, database) == []
+    again = run_memgov("retention", "unschedule", "--dsn", memgov_dsn)
+    assert again.returncode == 0, again.stderr
+    assert "no job" in again.stdout
+
+
+# -- memgov status ----------------------------------------------------------------------------
+
+
+def test_status_json_shows_policies_queues_runs_decisions_and_the_job(admin, memgov_dsn, cron):
+    deploy(admin, POLICY.replace('"1.0.0"', '"2.5.0"'), tenant="acme")
+    with psycopg.connect(memgov_dsn, autocommit=True) as writer:
+        writer.execute("SET ROLE memgov_writer")
+        writer.execute("SET memgov.org_id = 'acme'")
+        for text in ("likes tea", "HOLDME likes jazz", "QUARANTINEME plans"):
+            writer.execute(
+                "INSERT INTO memgov.long_term_memory_items (org_id, category, fact_text, source, confidence)"
+                " VALUES ('acme', 'user_fact', %s, 'agent_extracted', 0.9)",
+                (text,),
+            )
+    seed(admin, 2)
+    assert run_memgov("retention", "run", "--dsn", memgov_dsn).returncode == 0
+    assert run_memgov("retention", "run", "--dry-run", "--dsn", memgov_dsn).returncode == 0
+    assert run_memgov("retention", "schedule", "--dsn", memgov_dsn).returncode == 0
+
+    result = run_memgov("status", "--dsn", memgov_dsn, "--json")
+    assert result.returncode == 0, result.stderr
+    status = json.loads(result.stdout)
+    assert status["schema_revision"] == status["head_revision"] == head_revision()
+    assert [(p["org_id"], p["version"], p["mode"]) for p in status["policies"]] == [
+        ("*", "1.0.0", "enforce"), ("acme", "2.5.0", "enforce")]  # fmt: skip
+    assert status["pending_approvals"] == {"total": 1, "by_tenant": {"acme": 1}}
+    assert status["quarantine"] == {"total": 1, "by_tenant": {"acme": 1}}
+    assert status["decisions_24h"] == {"allow": 1, "quarantine": 1, "require_approval": 1}
+    last = status["last_maintenance_run"]  # the real run, not the dry one after it
+    assert last["status"] == "finished" and last["counts"]["ttl"] == 2
+    job = status["pg_cron"]["job"]
+    assert (job["jobname"], job["schedule"], job["active"]) == (job_name(admin.info.dbname), QUIET, True)
+    assert status["pg_cron"]["cron_database"] == cron.info.dbname and status["pg_cron"]["error"] is None
+
+    text = run_memgov("status", "--dsn", memgov_dsn)
+    assert text.returncode == 0, text.stderr
+    for fragment in ("global 1.0.0 (enforce), acme 2.5.0 (enforce)", "pending approvals  1 (acme 1)",
+                     "quarantine         1 held (acme 1)", f"'{QUIET}' (GMT)", "finished"):  # fmt: skip
+        assert fragment in text.stdout, text.stdout
+
+
+def test_status_reports_a_killed_run_as_interrupted(admin, memgov_dsn):
+    with admin.transaction():
+        admin.execute("SET LOCAL ROLE memgov_owner")
+        admin.execute("INSERT INTO memgov.maintenance_runs (status) VALUES ('running')")
+    status = json.loads(run_memgov("status", "--dsn", memgov_dsn, "--json").stdout)
+    assert status["last_maintenance_run"]["status"] == "interrupted"
+    with psycopg.connect(memgov_dsn, autocommit=True) as holder:
+        holder.execute("SELECT pg_advisory_lock(hashtext('memgov.run_maintenance'))")
+        status = json.loads(run_memgov("status", "--dsn", memgov_dsn, "--json").stdout)
+        assert status["last_maintenance_run"]["status"] == "running"
+
+
+def test_status_of_an_unmigrated_database(empty_dsn):
+    result = run_memgov("status", "--dsn", empty_dsn, "--json")
+    assert result.returncode == 0, result.stderr
+    status = json.loads(result.stdout)
+    assert status["schema_revision"] is None and status["policies"] is None
+    text = run_memgov("status", "--dsn", empty_dsn)
+    assert "run `memgov migrate`" in text.stdout
+
+
+# -- a server without pg_cron ----------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_pg_cron_missing_is_one_line_that_says_how_to_fix_it():
+    base = Path(tempfile.mkdtemp(prefix="memgov-nocron-"))
+    cluster = LocalCluster(base, free_port(), durable=False)
+    try:
+        cluster.init()
+        cluster.start()
+        dsn = cluster.dsn("postgres")
+        # loaded, but CREATE EXTENSION pg_cron never ran in its database
+        result = run_memgov("retention", "schedule", "--dsn", dsn)
+        assert_one_line_error(result, "pg_cron is loaded but not installed", "CREATE EXTENSION pg_cron")
+        # not loaded at all
+        cluster.stop()
+        conf = (cluster.datadir / "memgov.conf").read_text()
+        kept = "".join(line + "\n" for line in conf.splitlines()
+                       if not line.startswith(("shared_preload_libraries", "cron.")))  # fmt: skip
+        assert cluster.os_user.run(["tee", str(cluster.datadir / "memgov.conf")], input=kept).returncode == 0
+        cluster.start()
+        for command in (("retention", "schedule"), ("retention", "unschedule")):
+            result = run_memgov(*command, "--dsn", dsn)
+            assert_one_line_error(result, "pg_cron is not loaded", "shared_preload_libraries")
+        status = run_memgov("status", "--dsn", dsn, "--json")
+        assert status.returncode == 0, status.stderr
+        assert "pg_cron is not loaded" in json.loads(status.stdout)["pg_cron"]["error"]
+    finally:
+        cluster.stop()
+        shutil.rmtree(base, ignore_errors=True)
+
+
+# -- pg_cron runs the sweep itself ---------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_pg_cron_runs_the_sweep_in_a_database_that_is_not_its_own(memgov_server, memgov_template, cron):
+    name = f"memgov_cron_e2e_{free_port()}"
+    dsn = memgov_server.create_database(name, template=memgov_template)
+    try:
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            deploy(conn)
+            seed(conn, 1, "expired")
+            seed(conn, 1, "fresh", age="1 day")
+        assert cron.execute("SHOW cron.database_name").fetchone()[0] != name
+        result = run_memgov("retention", "schedule", "* * * * *", "--dsn", dsn, "--json")
+        assert result.returncode == 0, result.stderr
+        jobid = json.loads(result.stdout)["jobid"]
+
+        deadline = time.monotonic() + 90  # the next minute boundary (GMT), plus the run
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            while time.monotonic() < deadline:
+                remaining = [r[0] for r in conn.execute("SELECT fact_text FROM memgov.long_term_memory_items")]
+                if remaining == ["fresh 1"]:
+                    break
+                time.sleep(1)
+            assert remaining == ["fresh 1"], "pg_cron did not run the sweep within 90 s"
+            run = conn.execute("SELECT status, run_by, summary FROM memgov.maintenance_runs").fetchone()
+            assert run[0] in ("running", "finished") and run[1] == "postgres"
+            assert conn.execute("SELECT reason FROM memgov.deletion_log").fetchall() == [("ttl",)]
+        details = None
+        while time.monotonic() < deadline + 15 and not details:
+            details = cron.execute(
+                "SELECT status, return_message FROM cron.job_run_details"
+                " WHERE jobid = %s AND status IN ('succeeded', 'failed')", (jobid,)).fetchone()  # fmt: skip
+            time.sleep(0.5)
+        assert details is not None and details[0] == "succeeded", details
+        status = json.loads(run_memgov("status", "--dsn", dsn, "--json").stdout)
+        assert status["pg_cron"]["last_run"]["status"] == "succeeded"
+    finally:
+        run_memgov("retention", "unschedule", "--dsn", dsn)
+        memgov_server.drop_database(name)
