@@ -517,9 +517,8 @@ class _Emitter:
             scope_tests = []
             if ir.operations is not None:
                 # contradictory operation tests leave no operation: the rule never applies
-                scope_tests.append(
-                    f"p_operation IN ({', '.join(literal(o) for o in sorted(ir.operations))})" if ir.operations else "false"
-                )
+                operations = ", ".join(literal(o) for o in sorted(ir.operations))
+                scope_tests.append(f"p_operation IN ({operations})" if operations else "false")
             if ir.categories is not None:
                 scope_tests.append(f"p_item.category IN ({', '.join(literal(c) for c in sorted(ir.categories))})")
             in_scope = " AND ".join(scope_tests) or "true"

@@ -954,7 +954,6 @@ _SEMVER_RE: Final = re.compile(
     r"(?:\+([0-9a-zA-Z-]+(?:\.[0-9a-zA-Z-]+)*))?"
 )
 _CRON_FIELD_RE: Final = re.compile(r"[0-9A-Za-z*,/\-]+")
-_CRON_SECONDS_RE: Final = re.compile(r"([1-9]|[1-5][0-9]) seconds?")
 _CONTROL_RE: Final = re.compile(r"[\x00-\x1f\x7f]")
 _MAX_ID = 200
 _MAX_ROLE = 63  # PostgreSQL NAMEDATALEN - 1
@@ -1398,13 +1397,14 @@ class _Parser:
             return None
         value = " ".join(text.split())
         fields = value.split(" ")
-        if _CRON_SECONDS_RE.fullmatch(value) or (len(fields) == 5 and all(_CRON_FIELD_RE.fullmatch(f) for f in fields)):
+        # pg_cron 1.4 takes five fields; its 'N seconds' schedules came with 1.5
+        if len(fields) == 5 and all(_CRON_FIELD_RE.fullmatch(f) for f in fields):
             return value
         self.error(
             node,
             "-",
             f"retention.schedule '{text}' is not a pg_cron schedule: expected five cron fields"
-            " (minute hour day-of-month month day-of-week, GMT) or 'N seconds'",
+            " (minute hour day-of-month month day-of-week, GMT)",
         )
         return None
 

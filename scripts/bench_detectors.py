@@ -11,7 +11,7 @@ when the session ends), parallel workers are disabled, and each query runs
 sql/020_detectors.sql applied.
 """
 
-# ruff: noqa: RUF001  -- the Ukrainian sample prose is Cyrillic on purpose
+
 
 from __future__ import annotations
 

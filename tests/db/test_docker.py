@@ -8,7 +8,9 @@ import pytest
 
 
 @pytest.mark.docker
-@pytest.mark.skipif(os.environ.get("MEMGOV_TEST_DOCKER") != "1", reason="set MEMGOV_TEST_DOCKER=1 to test the Docker image")
+@pytest.mark.skipif(
+    os.environ.get("MEMGOV_TEST_DOCKER") != "1", reason="set MEMGOV_TEST_DOCKER=1 to test the Docker image"
+)
 def test_docker_server_has_pg_cron(memgov_server):
     assert memgov_server.kind == "docker"
     assert memgov_server.has_pg_cron
