@@ -77,6 +77,19 @@ def policy_text(ref: str) -> tuple[str, str]:
     return ref, "<inline>"
 
 
+MEMGOV_TABLES = ("long_term_memory_items", "approval_requests", "quarantine", "decision_log", "feedback_events",
+                 "deletion_log", "maintenance_runs")  # fmt: skip
+
+
+def wipe(conn: psycopg.Connection[Any]) -> None:
+    """Empty memgov's tables on the engine's own path (no decision, nothing logged) and forget the policies."""
+    with conn.transaction():
+        conn.execute("SET LOCAL ROLE memgov_owner")
+        for table in MEMGOV_TABLES:
+            conn.execute(f"DELETE FROM memgov.{table}")
+    reset_policies(conn)
+
+
 def reset_policies(conn: psycopg.Connection[Any]) -> None:
     """Forget every deployed version (superuser; tests only)."""
     conn.execute("DELETE FROM memgov.policy_versions")

@@ -65,6 +65,26 @@ BEGIN
 END
 $$;
 
+-- Closes the pending approval request of a held INSERT the user confirmed or rejected.
+CREATE FUNCTION memgov.close_held_insert(p_item memgov.long_term_memory_items, p_status text, p_note text)
+RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_request  memgov.approval_requests;
+BEGIN
+    FOR v_request IN
+        SELECT * FROM memgov.approval_requests r
+         WHERE r.memory_id = p_item.memory_id AND r.org_id = p_item.org_id
+           AND r.status = 'pending' AND r.operation = 'remember'
+           FOR UPDATE
+    LOOP
+        PERFORM memgov.close_request(v_request, p_status, memgov.invoker_role(), p_note);
+    END LOOP;
+END
+$$;
+
 -- The user confirms a memory: confidence += confirm_delta; a pending memory becomes active.
 CREATE FUNCTION memgov.confirm(memory_id uuid)
 RETURNS jsonb
@@ -75,7 +95,6 @@ AS $$
 DECLARE
     v_item     memgov.long_term_memory_items := memgov.memory_for_feedback(confirm.memory_id);
     v_after    numeric(4,3);
-    v_request  memgov.approval_requests;
 BEGIN
     v_after := least(1, greatest(0, v_item.confidence
                    + memgov.feedback_setting(v_item.org_id, 'confirm_delta', 0.1)));
@@ -84,14 +103,7 @@ BEGIN
      WHERE m.memory_id = v_item.memory_id AND m.org_id = v_item.org_id;
     IF v_item.status = 'pending_approval' THEN
         -- the user's confirmation is the approval the memory was waiting for
-        FOR v_request IN
-            SELECT * FROM memgov.approval_requests r
-             WHERE r.memory_id = v_item.memory_id AND r.org_id = v_item.org_id
-               AND r.status = 'pending' AND r.operation = 'remember'
-               FOR UPDATE
-        LOOP
-            PERFORM memgov.close_request(v_request, 'approved', memgov.invoker_role(), 'confirmed by the user');
-        END LOOP;
+        PERFORM memgov.close_held_insert(v_item, 'approved', 'confirmed by the user');
     END IF;
     RETURN memgov.record_feedback(v_item, 'confirm', v_after,
         CASE WHEN v_item.status = 'pending_approval' THEN 'approved' ELSE 'confirmed' END);
@@ -109,19 +121,11 @@ AS $$
 DECLARE
     v_item     memgov.long_term_memory_items := memgov.memory_for_feedback(reject.memory_id);
     v_after    numeric(4,3);
-    v_request  memgov.approval_requests;
 BEGIN
     v_after := least(1, greatest(0, v_item.confidence
                    + memgov.feedback_setting(v_item.org_id, 'reject_delta', -0.3)));
     IF v_item.status = 'pending_approval' THEN
-        FOR v_request IN
-            SELECT * FROM memgov.approval_requests r
-             WHERE r.memory_id = v_item.memory_id AND r.org_id = v_item.org_id
-               AND r.status = 'pending' AND r.operation = 'remember'
-               FOR UPDATE
-        LOOP
-            PERFORM memgov.close_request(v_request, 'denied', memgov.invoker_role(), 'rejected by the user');
-        END LOOP;
+        PERFORM memgov.close_held_insert(v_item, 'denied', 'rejected by the user');
         DELETE FROM memgov.long_term_memory_items AS m
          WHERE m.memory_id = v_item.memory_id AND m.org_id = v_item.org_id;
         RETURN memgov.record_feedback(v_item, 'reject', NULL, 'refused');
@@ -199,6 +203,7 @@ $$;
 REVOKE EXECUTE ON FUNCTION
     memgov.memory_for_feedback(uuid),
     memgov.record_feedback(memgov.long_term_memory_items, text, numeric, text),
+    memgov.close_held_insert(memgov.long_term_memory_items, text, text),
     memgov.confirm(uuid),
     memgov.reject(uuid),
     memgov.edit(uuid, text),
@@ -674,7 +679,7 @@ BEGIN
                'run_maintenance', 'apply_retention', 'finish_maintenance', 'start_maintenance',
                'retention_preview', 'sweep_batch', 'log_deletion', 'due_reason', 'retention_interval',
                'forget', 'edit', 'reject', 'confirm', 'record_feedback', 'feedback_setting',
-               'memory_for_feedback'])
+               'memory_for_feedback', 'close_held_insert'])
     LOOP
         EXECUTE pg_catalog.format('DROP ROUTINE %s', v_routine);
     END LOOP;

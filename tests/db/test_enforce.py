@@ -14,7 +14,7 @@ from psycopg.types.json import Jsonb
 from memgov_pg.compiler import compile_policy
 from memgov_pg.policy import load_policy
 from tests.cli_helpers import raises_sqlstate
-from tests.decision_cases import reset_policies
+from tests.decision_cases import reset_policies, wipe
 
 POLICY = """
 version: "{version}"
@@ -42,10 +42,7 @@ def deploy(conn: psycopg.Connection[Any], mode: str = "enforce", miss: str = "al
 @pytest.fixture
 def admin(db_conn):
     """Superuser connection; starts each test from an empty table and the enforce policy."""
-    with db_conn.transaction():
-        db_conn.execute("SET LOCAL ROLE memgov_owner")
-        for table in ("long_term_memory_items", "approval_requests", "quarantine", "decision_log"):
-            db_conn.execute(f"DELETE FROM memgov.{table}")
+    wipe(db_conn)
     deploy(db_conn)
     return db_conn
 

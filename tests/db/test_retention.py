@@ -19,7 +19,7 @@ from psycopg import errors
 
 from memgov_pg.compiler import compile_policy
 from memgov_pg.policy import load_policy
-from tests.decision_cases import reset_policies
+from tests.decision_cases import wipe
 
 POLICY = """
 version: "{version}"
@@ -44,12 +44,7 @@ def deploy(conn: psycopg.Connection[Any], version: str = "1.0.0", *, batch_size:
 @pytest.fixture
 def admin(db_conn):
     """Superuser connection; every test starts from empty tables and the test policy."""
-    with db_conn.transaction():
-        db_conn.execute("SET LOCAL ROLE memgov_owner")
-        for table in ("long_term_memory_items", "approval_requests", "quarantine", "decision_log",
-                      "feedback_events", "deletion_log", "maintenance_runs"):  # fmt: skip
-            db_conn.execute(f"DELETE FROM memgov.{table}")
-    reset_policies(db_conn)
+    wipe(db_conn)
     deploy(db_conn)
     return db_conn
 

@@ -19,7 +19,7 @@ from memgov_pg.migrate import head_revision
 from memgov_pg.policy import load_policy
 from memgov_pg.retention import JOB_COMMAND, job_name
 from tests.cli_helpers import assert_one_line_error, run_memgov
-from tests.decision_cases import reset_policies
+from tests.decision_cases import wipe
 
 # schedules that never fire while the tests run (1 January, small hours, GMT)
 QUIET = "0 4 1 1 *"
@@ -41,12 +41,7 @@ def deploy(conn: psycopg.Connection[Any], text: str = POLICY, tenant: str = "*")
 
 @pytest.fixture
 def admin(db_conn):
-    with db_conn.transaction():
-        db_conn.execute("SET LOCAL ROLE memgov_owner")
-        for table in ("long_term_memory_items", "approval_requests", "quarantine", "decision_log",
-                      "feedback_events", "deletion_log", "maintenance_runs"):  # fmt: skip
-            db_conn.execute(f"DELETE FROM memgov.{table}")
-    reset_policies(db_conn)
+    wipe(db_conn)
     deploy(db_conn)
     return db_conn
 
