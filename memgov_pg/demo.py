@@ -71,7 +71,7 @@ def describe(decision: dict[str, Any]) -> str:
     return f"{decision['action']} — {rules} [{', '.join(decision.get('reason_codes') or [])}]"
 
 
-def play(conn: psycopg.Connection[Any]) -> tuple[list[Step], dict[str, Any]]:
+def play(conn: psycopg.Connection[Any]) -> list[Step]:
     steps: list[Step] = []
     ids: dict[str, dict[str, Any]] = {}
 
@@ -133,7 +133,7 @@ def play(conn: psycopg.Connection[Any]) -> tuple[list[Step], dict[str, Any]]:
     deleted = summary.get("deleted", {})
     steps.append(Step("pg_cron", "runs the retention sweep (8 days later)",
                       "deleted " + ", ".join(f"{k} {v}" for k, v in deleted.items())))  # fmt: skip
-    return steps, summary
+    return steps
 
 
 def run_demo(dsn: str | None) -> None:
@@ -147,7 +147,7 @@ def run_demo(dsn: str | None) -> None:
         with conn.transaction():
             conn.execute("SET LOCAL ROLE memgov_owner")  # the engine's path: a clean slate, undecided
             conn.execute(query("demo_reset"), {"org_id": TENANT})
-        steps, _summary = play(conn)
+        steps = play(conn)
         decisions = conn.execute(query("demo_decisions"), {"org_id": TENANT}).fetchall()
         memories = conn.execute(query("demo_memories"), {"org_id": TENANT}).fetchall()
 
