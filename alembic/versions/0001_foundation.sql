@@ -30,6 +30,7 @@ $roles$;
 
 CREATE SCHEMA memgov AUTHORIZATION memgov_owner;
 COMMENT ON SCHEMA memgov IS 'memgov-pg: governed long-term memory of AI agents';
+
 -- memgov: tables.
 --
 -- Every table keeps org_id in its primary and unique keys so that it can be
@@ -217,6 +218,7 @@ COMMENT ON TABLE memgov.feedback_events IS 'Confirm, reject, edit and forget fee
 CREATE INDEX feedback_events_memory_idx ON memgov.feedback_events (memory_id);
 
 RESET ROLE;
+
 -- memgov: privileges and tenant isolation.
 --
 -- memgov_writer and memgov_reviewer see and write only the tenant named by

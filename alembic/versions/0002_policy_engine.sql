@@ -393,6 +393,7 @@ BEGIN ATOMIC
 END;
 
 RESET ROLE;
+
 -- memgov: policy versions, the decision entry points and deployment.
 --
 -- `memgov deploy` compiles a policy file into three functions named after the

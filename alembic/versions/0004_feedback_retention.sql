@@ -214,6 +214,7 @@ GRANT EXECUTE ON FUNCTION memgov.confirm(uuid), memgov.reject(uuid), memgov.edit
 GRANT EXECUTE ON FUNCTION memgov.forget(uuid) TO memgov_writer, memgov_reviewer, memgov_admin;
 
 RESET ROLE;
+
 -- memgov: retention (SPEC §4). What is deleted, and when:
 --
 --   ttl_7d / ttl_30d    expires_at (created_at + 7 / 30 days) has passed
