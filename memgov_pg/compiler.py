@@ -38,6 +38,7 @@ from .policy import (
     Rule,
     lookup_field,
 )
+from .tenants import check_tenant_id, scope_text
 
 COMPILER_VERSION = "1"
 
@@ -234,7 +235,8 @@ class CompiledPolicy:
     policy: Policy
     org_id: str
     function_name: str
-    sql: str
+    sql: str  # the three functions as memgov.install_policy creates them: a review aid
+    bodies: tuple[str, str, str]  # what install_policy receives: decide, explain, retention
 
     def settings(self) -> dict[str, Any]:
         p = self.policy
@@ -283,7 +285,9 @@ class CompiledPolicy:
             ("p_mode", literal(p.mode)),
             ("p_function_name", literal(self.function_name)),
             ("p_source_yaml", dollar_quote(p.source_text, "policy")),
-            ("p_compiled_sql", dollar_quote("\n" + self.sql, "compiled")),
+            ("p_decide_body", dollar_quote(self.bodies[0], "decide")),
+            ("p_explain_body", dollar_quote(self.bodies[1], "explain")),
+            ("p_retention_body", dollar_quote(self.bodies[2], "retention")),
             ("p_settings", jsonb_literal(self.settings())),
             ("p_rules", jsonb_literal(self.rule_rows())),
         ]
@@ -293,9 +297,8 @@ class CompiledPolicy:
     def script(self) -> str:
         """What `memgov compile` prints: a psql script that deploys this version."""
         p = self.policy
-        scope = "the global policy" if self.org_id == "*" else f"tenant {self.org_id}"
         return (
-            f"-- memgov policy {p.version} for {scope}\n"
+            f"-- memgov policy {p.version} for {scope_text(self.org_id)}\n"
             f"-- source sha256 {p.sha256}, compiler {COMPILER_VERSION}\n"
             f"-- Run with psql as a member of memgov_admin; `memgov deploy` runs the same statement.\n"
             "BEGIN;\n" + self.install_sql() + "COMMIT;\n"
@@ -479,11 +482,31 @@ class _Emitter:
 
     # -- functions ------------------------------------------------------------
     def header(self, what: str) -> str:
-        scope = "the global policy" if self.org_id == "*" else f"tenant {self.org_id}"
+        scope = scope_text(self.org_id)
         text = f"{what}: memgov policy {self.policy.version} for {scope} (sha256 {self.policy.sha256[:12]})"
         return "-- " + text.replace("\n", " ")
 
+    def comment(self) -> str:
+        """COMMENT ON the decide function: version, tenant (checked again), source hash."""
+        org_id = check_tenant_id(self.org_id, allow_global=True)
+        return f"memgov policy {self.policy.version} ({org_id}), sha256 {self.policy.sha256}"
+
     def decide_function(self) -> str:
+        """The decide function as memgov.install_policy creates it (a review aid)."""
+        return "\n".join(
+            [
+                self.header("Decides a write"),
+                f"CREATE OR REPLACE FUNCTION memgov.{self.name}(",
+                "    p_item memgov.long_term_memory_items, p_operation text, p_actor text)",
+                "RETURNS memgov.decision",
+                "LANGUAGE plpgsql STABLE PARALLEL SAFE SECURITY DEFINER",
+                "AS " + dollar_quote(self.decide_source(), "body") + ";",
+                f"COMMENT ON FUNCTION memgov.{self.name}(memgov.long_term_memory_items, text, text) IS "
+                f"{literal(self.comment())};",
+            ]
+        )
+
+    def decide_source(self) -> str:
         rules = self.policy.write_rules
         fields = self.policy.fields_read
         indexed = [index_rule(r) for r in rules]
@@ -495,20 +518,22 @@ class _Emitter:
             "    -- no rule matched",
             f"    RETURN {self.miss()};",
         ]
+        return _body(["DECLARE", *self.declarations(fields), "BEGIN", *body, "END"])
+
+    def explain_function(self) -> str:
+        """The explain function as memgov.install_policy creates it (a review aid)."""
         return "\n".join(
             [
-                self.header("Decides a write"),
-                f"CREATE OR REPLACE FUNCTION memgov.{self.name}(",
+                self.header("Explains a write decision rule by rule"),
+                f"CREATE OR REPLACE FUNCTION memgov.{self.name}_explain(",
                 "    p_item memgov.long_term_memory_items, p_operation text, p_actor text)",
-                "RETURNS memgov.decision",
-                "LANGUAGE plpgsql STABLE PARALLEL SAFE",
-                "AS " + _body(["DECLARE", *self.declarations(fields), "BEGIN", *body, "END"]) + ";",
-                f"COMMENT ON FUNCTION memgov.{self.name}(memgov.long_term_memory_items, text, text) IS "
-                f"{literal(f'memgov policy {self.policy.version} ({self.org_id}), sha256 {self.policy.sha256}')};",
+                "RETURNS jsonb",
+                "LANGUAGE plpgsql STABLE PARALLEL SAFE SECURITY DEFINER",
+                "AS " + dollar_quote(self.explain_source(), "body") + ";",
             ]
         )
 
-    def explain_function(self) -> str:
+    def explain_source(self) -> str:
         rules = self.policy.write_rules
         fields = self.policy.fields_read
         entries = []
@@ -546,39 +571,34 @@ class _Emitter:
                 f"        'matched', {matched},\n"
                 f"        'first_failed_condition', CASE WHEN ({in_scope}) THEN {first_failed} END);"
             )
-        return "\n".join(
+        return _body(
             [
-                self.header("Explains a write decision rule by rule"),
-                f"CREATE OR REPLACE FUNCTION memgov.{self.name}_explain(",
-                "    p_item memgov.long_term_memory_items, p_operation text, p_actor text)",
-                "RETURNS jsonb",
-                "LANGUAGE plpgsql STABLE PARALLEL SAFE",
-                "AS "
-                + _body(
-                    [
-                        "DECLARE",
-                        *self.declarations(fields),
-                        "    v_rules jsonb := '[]'::jsonb;",
-                        "BEGIN",
-                        *self.prologue(fields, with_risk=True),
-                        *entries,
-                        "    RETURN v_rules;",
-                        "END",
-                    ]
-                )
-                + ";",
+                "DECLARE",
+                *self.declarations(fields),
+                "    v_rules jsonb := '[]'::jsonb;",
+                "BEGIN",
+                *self.prologue(fields, with_risk=True),
+                *entries,
+                "    RETURN v_rules;",
+                "END",
             ]
         )
 
     def retention_function(self) -> str:
+        """The retention function as memgov.install_policy creates it (a review aid)."""
+        return "\n".join(
+            [
+                self.header("Names the auto_delete rule that makes a row due"),
+                f"CREATE OR REPLACE FUNCTION memgov.{self.name}_retention(p_item memgov.long_term_memory_items)",
+                "RETURNS text",
+                "LANGUAGE plpgsql STABLE PARALLEL SAFE SECURITY DEFINER",
+                "AS " + dollar_quote(self.retention_source(), "body") + ";",
+            ]
+        )
+
+    def retention_source(self) -> str:
         rules = self.policy.retention_rules
         fields = self.policy.retention_fields_read
-        lines = [
-            self.header("Names the auto_delete rule that makes a row due"),
-            f"CREATE OR REPLACE FUNCTION memgov.{self.name}_retention(p_item memgov.long_term_memory_items)",
-            "RETURNS text",
-            "LANGUAGE plpgsql STABLE PARALLEL SAFE",
-        ]
         body = [
             "DECLARE",
             *[line for line in self.declarations(fields) if "risk" not in line],
@@ -603,20 +623,22 @@ class _Emitter:
             body.append(f"        RETURN {literal(rule.id)};")
             body.append("    END IF;")
         body += ["    RETURN NULL;", "END"]
-        lines.append("AS " + _body(body) + ";")
-        return "\n".join(lines)
+        return _body(body)
 
 
 def _body(lines: Sequence[str]) -> str:
-    """A function body in dollar quotes whose tag occurs nowhere in it."""
-    return dollar_quote("\n" + "\n".join(lines) + "\n", "body")
+    """A function body: memgov.install_policy wraps it in its fixed signature."""
+    return "\n" + "\n".join(lines) + "\n"
 
 
 def compile_policy(policy: Policy, org_id: str = "*") -> CompiledPolicy:
-    """Compile a validated policy for the global scope (``'*'``) or one tenant."""
-    if not org_id or "\x00" in org_id:
-        raise ValueError("tenant must be a non-empty string")
+    """Compile a validated policy for the global scope (``'*'``) or one tenant.
+
+    Anything but ``'*'`` and a valid tenant id raises InvalidTenantId (a MemgovError).
+    """
+    org_id = check_tenant_id(org_id, allow_global=True)
     name = function_name(org_id, policy.sha256)
     emitter = _Emitter(policy, org_id, name)
     sql = "\n\n".join([emitter.decide_function(), emitter.explain_function(), emitter.retention_function()])
-    return CompiledPolicy(policy, org_id, name, sql + "\n")
+    bodies = (emitter.decide_source(), emitter.explain_source(), emitter.retention_source())
+    return CompiledPolicy(policy, org_id, name, sql + "\n", bodies)

@@ -147,8 +147,9 @@ def run_demo(dsn: str | None) -> None:
         with conn.transaction():
             conn.execute("SET LOCAL ROLE memgov_owner")  # the engine's path: a clean slate, undecided
             conn.execute(query("demo_reset"), {"org_id": TENANT})
+            after = one(conn, "demo_last_decision", {"org_id": TENANT})  # the log keeps earlier runs'
         steps = play(conn)
-        decisions = conn.execute(query("demo_decisions"), {"org_id": TENANT}).fetchall()
+        decisions = conn.execute(query("demo_decisions"), {"org_id": TENANT, "after": after}).fetchall()
         memories = conn.execute(query("demo_memories"), {"org_id": TENANT}).fetchall()
 
     story = Table(title="the story", show_lines=False)

@@ -18,8 +18,12 @@ from .db import connect, first_line, resolve_dsn
 from .errors import MemgovError
 from .policy import Policy, PolicyError, RegexChecker, load_policy
 from .resources import query
+from .tenants import GLOBAL, check_tenant_id
 
-GLOBAL = "*"
+
+def scope_of(tenant: str | None) -> str:
+    """The org_id a deploy or rollback works on: ``'*'`` without a tenant, else the checked tenant id."""
+    return GLOBAL if tenant is None else check_tenant_id(tenant)
 
 
 def pg_regex_checker(conn: psycopg.Connection[Any]) -> RegexChecker:
@@ -64,8 +68,9 @@ def optional_connection(dsn: str | None) -> Iterator[psycopg.Connection[Any] | N
 
 
 def compile_file(path: str | Path, tenant: str | None = None, dsn: str | None = None) -> CompiledPolicy:
+    org_id = scope_of(tenant)
     with optional_connection(dsn) as conn:
-        return compile_policy(load(path, conn), tenant or GLOBAL)
+        return compile_policy(load(path, conn), org_id)
 
 
 @dataclass(frozen=True)
@@ -79,9 +84,10 @@ class Deployed:
 
 def deploy(dsn: str, path: str | Path, tenant: str | None = None) -> Deployed:
     """Validate, compile, install and activate a policy in one transaction."""
+    org_id = scope_of(tenant)
     with connect(dsn) as conn:
         policy = load(path, conn)
-        compiled = compile_policy(policy, tenant or GLOBAL)
+        compiled = compile_policy(policy, org_id)
         conn.execute(compiled.install_sql())
         conn.commit()
     return Deployed(
@@ -95,8 +101,9 @@ def deploy(dsn: str, path: str | Path, tenant: str | None = None) -> Deployed:
 
 def rollback(dsn: str, tenant: str | None = None, to: str | None = None) -> str:
     """Re-activate an earlier version; returns the version now active."""
+    org_id = scope_of(tenant)
     with connect(dsn) as conn:
-        row = conn.execute(query("rollback_policy"), {"org_id": tenant or GLOBAL, "to": to}).fetchone()
+        row = conn.execute(query("rollback_policy"), {"org_id": org_id, "to": to}).fetchone()
         conn.commit()
     assert row is not None
     return str(row[0])

@@ -22,6 +22,7 @@ from psycopg.types.json import Jsonb
 
 from .errors import MemgovError
 from .resources import query
+from .tenants import check_tenant_id
 
 Item = Mapping[str, Any]
 Decision = dict[str, Any]
@@ -93,13 +94,15 @@ class MemoryPolicyEngine:
 
     def __init__(self, conn: psycopg.AsyncConnection[Any], *, org_id: str | None = None) -> None:
         self.conn = conn
-        self.org_id = org_id
+        self.org_id = None if org_id is None else check_tenant_id(org_id)
 
     @classmethod
     async def connect(cls, conninfo: str, *, org_id: str | None = None, **kwargs: Any) -> Self:
         from .db import describe, first_line
         from .errors import ConnectionFailed
 
+        if org_id is not None:
+            check_tenant_id(org_id)  # before a connection is opened
         try:
             conn = await psycopg.AsyncConnection.connect(conninfo, **kwargs)
         except psycopg.Error as exc:
@@ -172,12 +175,14 @@ class SyncMemoryPolicyEngine:
 
     def __init__(self, conn: psycopg.Connection[Any], *, org_id: str | None = None) -> None:
         self.conn = conn
-        self.org_id = org_id
+        self.org_id = None if org_id is None else check_tenant_id(org_id)
 
     @classmethod
     def connect(cls, conninfo: str, *, org_id: str | None = None, **kwargs: Any) -> Self:
         from .db import connect
 
+        if org_id is not None:
+            check_tenant_id(org_id)  # before a connection is opened
         return cls(connect(conninfo, **kwargs), org_id=org_id)
 
     def close(self) -> None:

@@ -42,6 +42,8 @@ from yaml.constructor import ConstructorError, SafeConstructor
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from .errors import MemgovError
+from .tenants import TENANT_ID_RULE, is_tenant_id
+from .tenants import show as show_value
 
 __all__ = [
     "ACTIONS",
@@ -1823,6 +1825,11 @@ class _Parser:
                     self.error(node, rid, "'*' is not a category; omit the category test instead")
                     return _INVALID
                 self.check_category_name(node, rid, text)
+            if text is not None and name == "scope.tenant_id" and not is_tenant_id(text):
+                # eq/neq/in/nin name tenants (contains and regex returned above): a name
+                # no tenant can have is a mistake, not a rule that never matches
+                self.error(node, rid, f"{show_value(text)} is not a tenant id: a tenant id is {TENANT_ID_RULE}")
+                return _INVALID
             return _INVALID if text is None else text
         if spec.type is FieldType.BOOL:
             value = self.boolean(node, rid, name)

@@ -1,19 +1,20 @@
 -- memgov: roles and schema.
 --
 -- Roles are cluster-wide, so they are created only when missing: several
--- governed databases in one cluster share them. All four are NOLOGIN;
--- deployments grant them to their own login roles.
+-- governed databases in one cluster share them. All five are NOLOGIN;
+-- deployments grant the last three to their own login roles, never the first two.
 --
 --   memgov_owner     owns every memgov object; SECURITY DEFINER functions run as it
+--   memgov_policy    owns the compiled policy functions, which run as it: no table privileges
 --   memgov_writer    agents: read/write items, remember, forget
 --   memgov_reviewer  the user-facing application and human reviewers
---   memgov_admin     deploy, rollback, schedule; works across tenants
+--   memgov_admin     deploy, rollback, schedule, bind tenants; reads across tenants
 
 DO $roles$
 DECLARE
     v_role text;
 BEGIN
-    FOREACH v_role IN ARRAY ARRAY['memgov_owner', 'memgov_writer', 'memgov_reviewer', 'memgov_admin'] LOOP
+    FOREACH v_role IN ARRAY ARRAY['memgov_owner', 'memgov_policy', 'memgov_writer', 'memgov_reviewer', 'memgov_admin'] LOOP
         IF NOT EXISTS (SELECT FROM pg_catalog.pg_roles WHERE rolname = v_role) THEN
             EXECUTE pg_catalog.format('CREATE ROLE %I NOLOGIN', v_role);
         END IF;
@@ -23,6 +24,9 @@ EXCEPTION
     WHEN duplicate_object THEN NULL;
 END
 $roles$;
+
+-- memgov_owner creates the compiled policy functions and hands them to memgov_policy
+GRANT memgov_policy TO memgov_owner;
 
 CREATE SCHEMA memgov AUTHORIZATION memgov_owner;
 COMMENT ON SCHEMA memgov IS 'memgov-pg: governed long-term memory of AI agents';

@@ -6,6 +6,14 @@
 
 SET ROLE memgov_owner;
 
+-- No function memgov_owner creates is executable by PUBLIC unless granted: every
+-- engine-internal function stays out of clients' reach by default. (The global form:
+-- per-schema default privileges can only add to the global ones.)
+ALTER DEFAULT PRIVILEGES FOR ROLE memgov_owner REVOKE EXECUTE ON FUNCTIONS FROM PUBLIC;
+-- memgov_policy owns the compiled policy functions here (ALTER ... OWNER needs CREATE); its
+-- own code is STABLE, so it can never run DDL with it.
+GRANT USAGE, CREATE ON SCHEMA memgov TO memgov_policy;
+
 -- The governed table: what agents INSERT, UPDATE and DELETE.
 CREATE TABLE memgov.long_term_memory_items (
     memory_id            uuid         NOT NULL DEFAULT gen_random_uuid(),
@@ -112,7 +120,8 @@ CREATE TABLE memgov.decision_log (
     policy_version    text,
     mode              text,                   -- monitor, enforce, strict
     enforced          boolean      NOT NULL,
-    actor             text         NOT NULL DEFAULT current_user,
+    actor             text         NOT NULL DEFAULT current_user,  -- the effective role
+    login             text         NOT NULL DEFAULT session_user,  -- the login behind it
     risk_score        numeric(4,3),
     risk_level        text,                   -- low, medium, high, critical
     PRIMARY KEY (org_id, decision_id)
@@ -132,8 +141,10 @@ CREATE TABLE memgov.approval_requests (
         CHECK (status IN ('pending', 'approved', 'denied', 'expired')),
     requested_at    timestamptz NOT NULL DEFAULT now(),
     requested_by    text        NOT NULL DEFAULT current_user,
+    requested_login text        NOT NULL DEFAULT session_user,
     decided_at      timestamptz,
     decided_by      text,
+    decided_login   text,
     note            text,
     decision_id     bigint,
     policy_version  text,
@@ -161,8 +172,10 @@ CREATE TABLE memgov.quarantine (
         CHECK (status IN ('held', 'released', 'purged')),
     quarantined_at  timestamptz NOT NULL DEFAULT now(),
     quarantined_by  text        NOT NULL DEFAULT current_user,
+    quarantined_login text      NOT NULL DEFAULT session_user,
     resolved_at     timestamptz,
     resolved_by     text,
+    resolved_login  text,
     PRIMARY KEY (quarantine_id, org_id)
 );
 COMMENT ON TABLE memgov.quarantine IS 'Writes diverted by a quarantine decision, with their full payload';
@@ -178,10 +191,47 @@ CREATE TABLE memgov.feedback_events (
     confidence_before  numeric(4,3),
     confidence_after   numeric(4,3),
     actor              text         NOT NULL DEFAULT current_user,
+    login              text         NOT NULL DEFAULT session_user,
     at                 timestamptz  NOT NULL DEFAULT now(),
     PRIMARY KEY (org_id, event_id)
 );
 COMMENT ON TABLE memgov.feedback_events IS 'Confirm, reject, edit and forget feedback with confidence before and after';
 CREATE INDEX feedback_events_memory_idx ON memgov.feedback_events (memory_id);
+
+-- Tenant binding: a login that is (a member of) a role listed here may act only in
+-- the tenants listed for it; logins that appear nowhere act in the tenant their
+-- session names (memgov.org_id). Changed through memgov.grant_tenant / revoke_tenant.
+CREATE TABLE memgov.tenant_grants (
+    role_name   text        NOT NULL,
+    org_id      text        NOT NULL,
+    granted_at  timestamptz NOT NULL DEFAULT now(),
+    granted_by  text        NOT NULL DEFAULT session_user,
+    PRIMARY KEY (role_name, org_id)
+);
+COMMENT ON TABLE memgov.tenant_grants IS 'Which tenants a bound login may act in (memgov tenant grant ROLE ORG)';
+
+-- The engine's own settings, changed by memgov_admin with UPDATE.
+CREATE TABLE memgov.settings (
+    name   text    PRIMARY KEY CHECK (name IN ('max_fact_text_bytes')),
+    value  bigint  NOT NULL,
+    CHECK (name <> 'max_fact_text_bytes' OR value BETWEEN 1024 AND 1073741823)
+);
+COMMENT ON TABLE memgov.settings IS
+    'Engine settings: max_fact_text_bytes (default 65536) caps fact_text before any decision';
+INSERT INTO memgov.settings (name, value) VALUES ('max_fact_text_bytes', 65536);
+
+-- Locks of the engine's own: rows that only memgov's functions can lock (clients
+-- have no UPDATE here), unlike advisory-lock keys, which any session can take.
+--   deploy       row-locked by every deploy, activation and rollback
+--   maintenance  the running sweep's lease: its backend and a random advisory-lock key
+--                that only it knows in advance
+CREATE TABLE memgov.engine_locks (
+    name         text    PRIMARY KEY CHECK (name IN ('deploy', 'maintenance')),
+    holder_pid   integer,
+    lock_key     integer[],
+    acquired_at  timestamptz
+);
+COMMENT ON TABLE memgov.engine_locks IS 'Locks only memgov can take: deploys, and the running sweep''s lease';
+INSERT INTO memgov.engine_locks (name) VALUES ('deploy'), ('maintenance');
 
 RESET ROLE;

@@ -388,4 +388,24 @@ BEGIN ATOMIC
                                   p_context_source, p_org_id, p_project_id, p_thresholds) AS r;
 END;
 
+-- The detectors are pure functions of their arguments: every role may call them
+-- (the compiled policies, which run as memgov_policy, do).
+DO $grant$
+DECLARE
+    v_function regprocedure;
+BEGIN
+    FOR v_function IN
+        SELECT p.oid::regprocedure FROM pg_catalog.pg_proc p
+         WHERE p.pronamespace = 'memgov'::regnamespace
+           AND p.proname = ANY (ARRAY[
+               'pii_candidate_pattern', 'pii_pattern', 'card_pattern', 'secret_token_candidate_pattern',
+               'secret_token_pattern', 'secret_assignment_candidate_pattern', 'secret_assignment_pattern',
+               'luhn_valid', 'contains_card', 'contains_pii', 'contains_secret', 'detect_content',
+               'risk_level', 'risk_assessment'])
+    LOOP
+        EXECUTE pg_catalog.format('GRANT EXECUTE ON FUNCTION %s TO PUBLIC', v_function);
+    END LOOP;
+END
+$grant$;
+
 RESET ROLE;

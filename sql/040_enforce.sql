@@ -1,37 +1,32 @@
 -- memgov: the write path. Every INSERT, UPDATE and DELETE on
--- memgov.long_term_memory_items is decided by the active policy (SPEC §2, §3).
+-- memgov.long_term_memory_items is decided by the active policy.
 --
--- memgov.enforce_write() is the row trigger. It runs with the writer's rights,
--- so `current_user` is the role that performs the write: memgov's own
--- SECURITY DEFINER functions (approve, confirm, ...) write as memgov_owner
--- and take the engine's path; everybody else is governed. The decision, the
--- log row and any approval request or quarantine entry are made by
--- memgov.govern_write(), which runs as memgov_owner and refuses to be called
--- outside a trigger.
+-- Two row triggers split the table's writers by who performs the statement,
+-- which a trigger's WHEN clause sees (it runs with the statement's rights):
+--
+--   enforce_write   every client (WHEN current_user <> 'memgov_owner'). Its
+--                   function is SECURITY DEFINER: it checks the tenant, decides,
+--                   logs and files for the client, and nothing it calls is
+--                   executable by a client role.
+--   engine_columns  memgov's own SECURITY DEFINER functions (approve, confirm,
+--                   the sweep ...), which have decided already: it only keeps
+--                   the engine's derived columns.
 --
 -- SQLSTATEs: MG403 write denied (error), MG201 write held for approval
--- (notice), MG202 write quarantined (notice).
+-- (notice), MG202 write quarantined (notice), MG409 a pending memory is frozen,
+-- 42501 another tenant, 54000 fact_text over memgov.settings' max_fact_text_bytes.
 
 SET ROLE memgov_owner;
 
--- What memgov.govern_write() decided about one row.
+-- What memgov.record_write() did about one decided row.
 CREATE TYPE memgov.write_outcome AS (
     action          text,       -- the action applied: allow, deny, require_approval, quarantine
-    decision        jsonb,      -- the decision (SPEC §2) plus decision_id
+    decision        jsonb,      -- the decision plus decision_id
     decision_id     bigint,
     policy_version  text,
     request_id      uuid,
     quarantine_id   uuid
 );
-
--- The role on whose behalf memgov's SECURITY DEFINER functions act (their current_user is memgov_owner).
-CREATE FUNCTION memgov.invoker_role()
-RETURNS text
-LANGUAGE sql STABLE PARALLEL SAFE
-SET search_path = pg_catalog, pg_temp
-AS $$
-    SELECT coalesce(nullif(current_setting('role'), 'none'), session_user::text)
-$$;
 
 -- Expiry of a row under its retention policy (NULL: no automatic expiry).
 CREATE FUNCTION memgov.expiry_of(p_retention_policy text, p_created_at timestamptz)
@@ -57,38 +52,76 @@ AS $$
            END
 $$;
 
--- Decides one write, logs the decision and files the request or quarantine entry it calls for.
-CREATE FUNCTION memgov.govern_write(
-    p_operation  text,
-    p_item       memgov.long_term_memory_items,
-    p_actor      text)
-RETURNS memgov.write_outcome
-LANGUAGE plpgsql
-SECURITY DEFINER
+-- Raises 54000 when fact_text is over the engine's max_fact_text_bytes; texts up to
+-- 1 KiB (the smallest limit allowed) never look the limit up.
+CREATE FUNCTION memgov.check_fact_size(p_fact_text text)
+RETURNS void
+LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    v_decision  memgov.decision;
+    v_limit  bigint;
+BEGIN
+    IF octet_length(p_fact_text) > 1024 THEN
+        SELECT s.value INTO v_limit FROM memgov.settings s WHERE s.name = 'max_fact_text_bytes';
+        IF octet_length(p_fact_text) > coalesce(v_limit, 65536) THEN
+            RAISE EXCEPTION 'memgov: fact_text is % bytes; the limit is %', octet_length(p_fact_text), v_limit
+                USING ERRCODE = '54000',
+                      HINT = 'store a summary; memgov_admin can raise memgov.settings max_fact_text_bytes';
+        END IF;
+    END IF;
+END
+$$;
+
+-- Whether a change of retention makes a memory's life shorter (it may then be deleted sooner).
+CREATE FUNCTION memgov.shortens_life(p_old memgov.long_term_memory_items, p_new memgov.long_term_memory_items)
+RETURNS boolean
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$
+    SELECT p_new.retention_policy IS DISTINCT FROM p_old.retention_policy
+           AND p_new.retention_policy <> 'permanent_until_revoked'
+           AND NOT (p_new.expires_at IS NOT NULL AND p_old.expires_at IS NOT NULL
+                    AND p_new.expires_at >= p_old.expires_at)
+$$;
+
+-- The stricter of two decisions (deny > quarantine > require_approval > allow; enforced first).
+CREATE FUNCTION memgov.stricter(p_a memgov.decision, p_b memgov.decision)
+RETURNS memgov.decision
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$
+    SELECT CASE WHEN (p_b.enforced AND NOT p_a.enforced)
+                  OR (p_b.enforced = p_a.enforced
+                      AND array_position(ARRAY['allow', 'require_approval', 'quarantine', 'deny'], p_b.action)
+                        > array_position(ARRAY['allow', 'require_approval', 'quarantine', 'deny'], p_a.action))
+                THEN p_b ELSE p_a END
+$$;
+
+-- Logs one decision about a write and files the request or quarantine entry it calls for.
+-- Engine-internal: reached from the write trigger and memgov's functions only.
+CREATE FUNCTION memgov.record_write(
+    p_operation  text,
+    p_item       memgov.long_term_memory_items,
+    p_actor      text,
+    p_decision   memgov.decision)
+RETURNS memgov.write_outcome
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
     v_outcome   memgov.write_outcome;
     v_payload   jsonb;
 BEGIN
-    IF pg_trigger_depth() = 0 THEN
-        RAISE EXCEPTION 'memgov.govern_write() is called by the write trigger only'
-            USING ERRCODE = '42501';
-    END IF;
-
-    v_decision := memgov.decide(p_item, p_operation, p_actor);
     -- monitor mode (and a decision that is not enforced) lets the write through
-    v_outcome.action := CASE WHEN v_decision.enforced THEN v_decision.action ELSE 'allow' END;
-    v_outcome.policy_version := v_decision.policy_version;
+    v_outcome.action := CASE WHEN p_decision.enforced THEN p_decision.action ELSE 'allow' END;
+    v_outcome.policy_version := p_decision.policy_version;
 
     INSERT INTO memgov.decision_log
            (operation, memory_id, org_id, action, reason_codes, matched_rule_ids,
-            policy_version, mode, enforced, actor, risk_score, risk_level)
-    VALUES (p_operation, p_item.memory_id, p_item.org_id, v_decision.action,
-            v_decision.reason_codes, v_decision.matched_rule_ids, v_decision.policy_version,
-            v_decision.mode, v_decision.enforced, p_actor,
-            round(v_decision.risk_score, 3), v_decision.risk_level)
+            policy_version, mode, enforced, actor, login, risk_score, risk_level)
+    VALUES (p_operation, p_item.memory_id, p_item.org_id, p_decision.action,
+            p_decision.reason_codes, p_decision.matched_rule_ids, p_decision.policy_version,
+            p_decision.mode, p_decision.enforced, p_actor, session_user,
+            round(p_decision.risk_score, 3), p_decision.risk_level)
     RETURNING decision_id INTO v_outcome.decision_id;
 
     IF v_outcome.action IN ('require_approval', 'quarantine') THEN
@@ -97,22 +130,23 @@ BEGIN
 
     IF v_outcome.action = 'require_approval' THEN
         INSERT INTO memgov.approval_requests
-               (memory_id, org_id, operation, payload, requested_by, decision_id, policy_version)
-        VALUES (p_item.memory_id, p_item.org_id, p_operation, v_payload, p_actor,
-                v_outcome.decision_id, v_decision.policy_version)
+               (memory_id, org_id, operation, payload, requested_by, requested_login,
+                decision_id, policy_version)
+        VALUES (p_item.memory_id, p_item.org_id, p_operation, v_payload, p_actor, session_user,
+                v_outcome.decision_id, p_decision.policy_version)
         RETURNING request_id INTO v_outcome.request_id;
-        PERFORM pg_notify('memgov_approvals', v_outcome.request_id::text);
+        PERFORM pg_notify(memgov.approval_channel(p_item.org_id), v_outcome.request_id::text);
     ELSIF v_outcome.action = 'quarantine' THEN
         INSERT INTO memgov.quarantine
-               (org_id, operation, memory_id, payload, decision, quarantined_by)
+               (org_id, operation, memory_id, payload, decision, quarantined_by, quarantined_login)
         VALUES (p_item.org_id, p_operation, p_item.memory_id, v_payload,
-                memgov.decision_json(v_decision), p_actor)
+                memgov.decision_json(p_decision), p_actor, session_user)
         RETURNING quarantine_id INTO v_outcome.quarantine_id;
     END IF;
 
     -- the decision as JSON is for errors, notices and remember(): a stored write needs none
     IF v_outcome.action <> 'allow' OR current_setting('memgov.capture', true) = 'on' THEN
-        v_outcome.decision := memgov.decision_json(v_decision)
+        v_outcome.decision := memgov.decision_json(p_decision)
             || jsonb_build_object('decision_id', v_outcome.decision_id,
                                   'memory_id', p_item.memory_id,
                                   'request_id', v_outcome.request_id,
@@ -142,41 +176,38 @@ BEGIN
 END
 $$;
 
--- The row trigger on memgov.long_term_memory_items (BEFORE INSERT OR UPDATE OR DELETE).
+-- The client row trigger on memgov.long_term_memory_items (BEFORE INSERT OR UPDATE OR DELETE,
+-- WHEN current_user <> 'memgov_owner').
 CREATE FUNCTION memgov.enforce_write()
 RETURNS trigger
 LANGUAGE plpgsql
--- search_path is pinned although the trigger runs with the writer's rights:
--- otherwise a writer that may create objects could put its own `=` operator
--- ahead of pg_catalog's and steer the comparisons below.
+SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    v_actor      text := current_user;
+    -- memgov.invoker_role(), inline: the role the client acts as
+    v_actor      text := coalesce(nullif(current_setting('role'), 'none'), session_user::text);
     v_operation  text;
     v_item       memgov.long_term_memory_items;
+    v_decision   memgov.decision;
+    v_action     text;
     v_outcome    memgov.write_outcome;
 BEGIN
-    IF current_user = 'memgov_owner' THEN
-        -- memgov's own functions: edit() and forget() ask for a decision on
-        -- behalf of their caller; approve, confirm, the sweep ... have decided
-        -- already and set the engine's columns themselves
-        v_actor := pg_catalog.current_setting('memgov.govern_as', true);
-        IF coalesce(v_actor, '') = '' THEN
-            IF TG_OP = 'DELETE' THEN
-                RETURN OLD;
-            END IF;
-            IF TG_OP = 'UPDATE' AND NEW.updated_at = OLD.updated_at THEN
-                NEW.updated_at := pg_catalog.now();
-            END IF;
-            NEW.expires_at := memgov.expiry_of(NEW.retention_policy, NEW.created_at);
-            NEW.low_confidence_since := memgov.low_confidence_since(NEW);
-            RETURN NEW;
-        END IF;
+    IF TG_TABLE_SCHEMA <> 'memgov' OR TG_TABLE_NAME <> 'long_term_memory_items' THEN
+        RAISE EXCEPTION 'memgov.enforce_write() governs memgov.long_term_memory_items only'
+            USING ERRCODE = '42501';
     END IF;
 
-    -- the engine's columns: whatever a writer's statement said, the engine decides
+    -- the engine's columns: whatever a client's statement said, the engine decides
     IF TG_OP = 'INSERT' THEN
+        -- another tenant is refused before anything is decided, logged or filed
+        -- (row level security would see the row only after this trigger)
+        IF NEW.org_id IS DISTINCT FROM current_setting('memgov.org_id', true) THEN
+            PERFORM memgov.check_tenant(NEW.org_id);
+        END IF;
+        IF octet_length(NEW.fact_text) > 1024 THEN
+            PERFORM memgov.check_fact_size(NEW.fact_text);
+        END IF;
         NEW.created_at := pg_catalog.now();
         NEW.updated_at := NEW.created_at;
         NEW.expires_at := memgov.expiry_of(NEW.retention_policy, NEW.created_at);
@@ -184,6 +215,8 @@ BEGIN
         NEW.last_confirmed_at := NULL;
         NEW.low_confidence_since := NULL;
         NEW.low_confidence_since := memgov.low_confidence_since(NEW);
+        NEW.policy_version := NULL;
+        NEW.decision_id := NULL;
         v_operation := 'remember';
         v_item := NEW;
     ELSIF TG_OP = 'UPDATE' THEN
@@ -192,10 +225,17 @@ BEGIN
                 USING ERRCODE = '42501',
                       HINT = 'forget the memory and remember it again under the new tenant';
         END IF;
+        IF OLD.status = 'pending_approval' THEN
+            RAISE EXCEPTION 'memgov: memory % is pending approval and cannot change', OLD.memory_id
+                USING ERRCODE = 'MG409',
+                      HINT = 'a reviewer approves or denies it first (memgov.approve / memgov.deny)';
+        END IF;
+        IF octet_length(NEW.fact_text) > 1024 THEN
+            PERFORM memgov.check_fact_size(NEW.fact_text);
+        END IF;
         NEW.created_at := OLD.created_at;
         NEW.updated_at := pg_catalog.now();
         NEW.expires_at := memgov.expiry_of(NEW.retention_policy, NEW.created_at);
-        -- an UPDATE never changes status: pending rows become active through approve/confirm
         NEW.status := OLD.status;
         NEW.last_confirmed_at := OLD.last_confirmed_at;
         NEW.low_confidence_since := OLD.low_confidence_since;
@@ -205,14 +245,31 @@ BEGIN
         v_operation := 'update';
         v_item := NEW;
     ELSE
+        IF OLD.status = 'pending_approval' THEN
+            RAISE EXCEPTION 'memgov: memory % is pending approval and cannot be forgotten', OLD.memory_id
+                USING ERRCODE = 'MG409',
+                      HINT = 'a reviewer denies it instead (memgov.deny / memgov.reject)';
+        END IF;
         v_operation := 'forget';
         v_item := OLD;
     END IF;
 
-    v_outcome := memgov.govern_write(v_operation, v_item, v_actor);
-    IF pg_catalog.current_setting('memgov.capture', true) = 'on' THEN
+    v_decision := memgov.decide(v_item, v_operation, v_actor);
+    IF TG_OP = 'UPDATE' AND memgov.shortens_life(OLD, NEW) THEN
+        -- a memory made to expire sooner is partly forgotten: forget rules (a legal hold) apply too
+        v_decision := memgov.stricter(v_decision, memgov.decide(OLD, 'forget', v_actor));
+    END IF;
+    v_action := CASE WHEN v_decision.enforced THEN v_decision.action ELSE 'allow' END;
+    IF TG_OP = 'INSERT' AND (v_action = 'quarantine'
+                             OR (v_action = 'deny' AND current_setting('memgov.on_deny', true) = 'skip')) THEN
+        -- the row will not reach row level security: check the session's tenant binding here
+        PERFORM memgov.check_tenant(NEW.org_id);
+    END IF;
+
+    v_outcome := memgov.record_write(v_operation, v_item, v_actor, v_decision);
+    IF current_setting('memgov.capture', true) = 'on' THEN
         -- memgov.remember() reads the outcome of the row it inserted
-        PERFORM pg_catalog.set_config('memgov.last_outcome', v_outcome.decision::text, true);
+        PERFORM set_config('memgov.last_outcome', v_outcome.decision::text, true);
     END IF;
 
     CASE v_outcome.action
@@ -224,7 +281,7 @@ BEGIN
         NEW.decision_id := v_outcome.decision_id;
         RETURN NEW;
     WHEN 'deny' THEN
-        IF pg_catalog.current_setting('memgov.on_deny', true) = 'skip' THEN
+        IF current_setting('memgov.on_deny', true) = 'skip' THEN
             RETURN NULL;  -- memgov.remember(): report the denial instead of raising
         END IF;
         PERFORM memgov.raise_denied(v_operation, v_outcome);
@@ -247,11 +304,34 @@ BEGIN
 END
 $$;
 
+-- The engine's row trigger (BEFORE INSERT OR UPDATE, WHEN current_user = 'memgov_owner'):
+-- memgov's functions have decided already; the derived columns follow the row.
+CREATE FUNCTION memgov.engine_columns()
+RETURNS trigger
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF TG_OP = 'UPDATE' AND NEW.updated_at = OLD.updated_at THEN
+        NEW.updated_at := now();
+    END IF;
+    NEW.expires_at := memgov.expiry_of(NEW.retention_policy, NEW.created_at);
+    NEW.low_confidence_since := memgov.low_confidence_since(NEW);
+    RETURN NEW;
+END
+$$;
+
 CREATE TRIGGER enforce_write
     BEFORE INSERT OR UPDATE OR DELETE ON memgov.long_term_memory_items
-    FOR EACH ROW EXECUTE FUNCTION memgov.enforce_write();
--- session_replication_role = replica does not switch it off
+    FOR EACH ROW WHEN (current_user <> 'memgov_owner'::name)
+    EXECUTE FUNCTION memgov.enforce_write();
+CREATE TRIGGER engine_columns
+    BEFORE INSERT OR UPDATE ON memgov.long_term_memory_items
+    FOR EACH ROW WHEN (current_user = 'memgov_owner'::name)
+    EXECUTE FUNCTION memgov.engine_columns();
+-- session_replication_role = replica does not switch them off
 ALTER TABLE memgov.long_term_memory_items ENABLE ALWAYS TRIGGER enforce_write;
+ALTER TABLE memgov.long_term_memory_items ENABLE ALWAYS TRIGGER engine_columns;
 
 -- Refuses TRUNCATE to everyone but memgov_admin (and superusers): it would bypass every row decision.
 CREATE FUNCTION memgov.refuse_truncate()
@@ -262,7 +342,7 @@ AS $$
 BEGIN
     IF current_user <> 'memgov_owner' AND NOT pg_has_role(current_user, 'memgov_admin', 'MEMBER') THEN
         RAISE EXCEPTION 'memgov: only memgov_admin may TRUNCATE %', TG_TABLE_NAME
-            USING ERRCODE = 'MG403', HINT = 'forget memories one by one (DELETE) so that each is decided';
+            USING ERRCODE = 'MG403', HINT = 'forget memories one by one so that each is decided';
     END IF;
     RETURN NULL;
 END
@@ -273,8 +353,34 @@ CREATE TRIGGER refuse_truncate
     FOR EACH STATEMENT EXECUTE FUNCTION memgov.refuse_truncate();
 ALTER TABLE memgov.long_term_memory_items ENABLE ALWAYS TRIGGER refuse_truncate;
 
+-- The LISTEN channel of a tenant's approval requests: named by a secret of the database,
+-- so that a session cannot guess (and listen to) another tenant's channel.
+CREATE TABLE memgov.channel_secret (
+    secret  text NOT NULL DEFAULT gen_random_uuid()::text
+);
+INSERT INTO memgov.channel_secret DEFAULT VALUES;
+
+CREATE FUNCTION memgov.approval_channel(p_org_id text)
+RETURNS text
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT 'memgov_approvals_' || left(md5(s.secret || ':' || p_org_id), 20) FROM memgov.channel_secret s
+$$;
+
+-- The approval channel of the session's tenant, for LISTEN (reviewers and admins).
+CREATE FUNCTION memgov.approval_channel()
+RETURNS text
+LANGUAGE sql STABLE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT memgov.approval_channel(memgov.check_tenant(current_setting('memgov.org_id', true)))
+$$;
+
 -- Governed insert that returns the decision (with memory_id / request_id / quarantine_id)
--- and records a denial in the decision log instead of raising.
+-- and records a denial in the decision log instead of raising. Runs with the caller's
+-- rights: its INSERT is the caller's, under the caller's privileges and row security.
 CREATE FUNCTION memgov.remember(item jsonb)
 RETURNS jsonb
 LANGUAGE plpgsql
@@ -299,33 +405,51 @@ BEGIN
     v_outcome := current_setting('memgov.last_outcome', true);
     PERFORM set_config('memgov.capture', '', true);
     PERFORM set_config('memgov.on_deny', '', true);
+    PERFORM set_config('memgov.last_outcome', '', true);
     RETURN nullif(v_outcome, '')::jsonb;
 END
 $$;
 
--- Checks that a reviewer acts within its tenant (memgov_admin: any tenant) and not on its own request.
-CREATE FUNCTION memgov.check_reviewer(p_org_id text, p_requested_by text)
+-- Whether the invoker may see objects of a tenant: admins every tenant, everybody else the session's.
+CREATE FUNCTION memgov.sees_tenant(p_org_id text)
+RETURNS boolean
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT memgov.is_admin() OR p_org_id IS NOT DISTINCT FROM memgov.session_tenant()
+$$;
+
+-- Checks that a login may decide a request: within its tenant (sees_tenant), and four
+-- eyes: not the login that asked, nor a login that is a member of it (it could have
+-- asked as that role). A superuser login, which is a member of every role, is compared
+-- by the role it acts as. Returns the deciding role.
+CREATE FUNCTION memgov.check_reviewer(p_request memgov.approval_requests)
 RETURNS text
 LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     v_actor  text := memgov.invoker_role();
+    v_super  boolean := (SELECT r.rolsuper FROM pg_roles r WHERE r.rolname = session_user);
+    v_own    boolean;
 BEGIN
-    IF NOT pg_has_role(v_actor, 'memgov_admin', 'MEMBER')
-       AND p_org_id IS DISTINCT FROM current_setting('memgov.org_id', true) THEN
-        RAISE EXCEPTION 'memgov: not found in tenant %', coalesce(current_setting('memgov.org_id', true), '(unset)')
-            USING ERRCODE = 'MG404', HINT = 'SET memgov.org_id to the tenant of the request';
+    IF v_super THEN
+        v_own := session_user = p_request.requested_login AND v_actor = p_request.requested_by;
+    ELSE
+        v_own := session_user = p_request.requested_login
+                 OR coalesce(pg_has_role(session_user, to_regrole(p_request.requested_login), 'MEMBER'), false);
     END IF;
-    IF v_actor = p_requested_by THEN
-        RAISE EXCEPTION 'memgov: % cannot decide its own request', v_actor
-            USING ERRCODE = '42501', HINT = 'another reviewer must approve or deny it';
+    IF v_own THEN
+        RAISE EXCEPTION 'memgov: % cannot decide its own request (asked by %)', session_user,
+                        p_request.requested_login
+            USING ERRCODE = '42501', HINT = 'another reviewer, on another login, must approve or deny it';
     END IF;
     RETURN v_actor;
 END
 $$;
 
--- Locks a pending request for a decision; raises MG404 when it does not exist or is closed.
+-- Locks a pending request for a decision; MG404 when it does not exist in the caller's
+-- tenant (another tenant's ids look the same as missing ones), MG409 when it is closed.
 CREATE FUNCTION memgov.pending_request(p_request_id uuid)
 RETURNS memgov.approval_requests
 LANGUAGE plpgsql
@@ -334,11 +458,13 @@ AS $$
 DECLARE
     v_request  memgov.approval_requests;
 BEGIN
-    SELECT * INTO v_request FROM memgov.approval_requests
-     WHERE request_id = p_request_id
+    SELECT * INTO v_request FROM memgov.approval_requests r
+     WHERE r.request_id = p_request_id AND memgov.sees_tenant(r.org_id)
        FOR UPDATE;
     IF NOT FOUND THEN
-        RAISE EXCEPTION 'memgov: approval request % does not exist', p_request_id USING ERRCODE = 'MG404';
+        RAISE EXCEPTION 'memgov: approval request % does not exist in tenant %', p_request_id,
+                        coalesce(memgov.session_tenant(), '(memgov.org_id unset or not bound)')
+            USING ERRCODE = 'MG404', HINT = 'SET memgov.org_id to the tenant of the request';
     END IF;
     IF v_request.status <> 'pending' THEN
         RAISE EXCEPTION 'memgov: approval request % is already %', p_request_id, v_request.status
@@ -356,7 +482,8 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
     UPDATE memgov.approval_requests
-       SET status = p_status, decided_at = now(), decided_by = p_actor, note = p_note
+       SET status = p_status, decided_at = now(), decided_by = p_actor, decided_login = session_user,
+           note = p_note
      WHERE request_id = p_request.request_id AND org_id = p_request.org_id;
     IF p_status <> 'approved' AND p_request.operation = 'remember' THEN
         DELETE FROM memgov.long_term_memory_items
@@ -366,9 +493,26 @@ BEGIN
 END
 $$;
 
+-- The columns of a memory that its writer chose (not the engine's).
+CREATE FUNCTION memgov.content_of(p_item memgov.long_term_memory_items)
+RETURNS jsonb
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$
+    SELECT jsonb_build_object(
+        'memory_id', p_item.memory_id, 'org_id', p_item.org_id, 'project_id', p_item.project_id,
+        'agent_id', p_item.agent_id, 'subject_id', p_item.subject_id, 'session_id', p_item.session_id,
+        'category', p_item.category, 'fact_text', p_item.fact_text, 'source', p_item.source,
+        'confidence', p_item.confidence, 'is_sensitive', p_item.is_sensitive,
+        'retention_policy', p_item.retention_policy, 'context_source', p_item.context_source,
+        'metadata', p_item.metadata)
+$$;
+
 -- Applies a write a reviewer let through (held or quarantined), on the engine's path.
+-- p_pending: a held INSERT, whose pending row becomes active; otherwise a quarantined
+-- INSERT is stored now and never replaces an existing memory (MG409).
 CREATE FUNCTION memgov.apply_write(
-    p_operation text, p_item memgov.long_term_memory_items, p_policy_version text, p_decision_id bigint)
+    p_operation text, p_item memgov.long_term_memory_items, p_policy_version text, p_decision_id bigint,
+    p_pending boolean)
 RETURNS void
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
@@ -376,13 +520,26 @@ AS $$
 BEGIN
     CASE p_operation
     WHEN 'remember' THEN
-        -- a held INSERT's pending row becomes active; a quarantined one is stored now
-        p_item.status := 'active';
-        p_item.policy_version := p_policy_version;
-        p_item.decision_id := p_decision_id;
-        INSERT INTO memgov.long_term_memory_items SELECT (p_item).*
-            ON CONFLICT (memory_id, org_id) DO UPDATE
-           SET status = 'active', policy_version = excluded.policy_version, decision_id = excluded.decision_id;
+        IF p_pending THEN
+            UPDATE memgov.long_term_memory_items AS m
+               SET status = 'active', policy_version = p_policy_version, decision_id = p_decision_id
+             WHERE m.memory_id = p_item.memory_id AND m.org_id = p_item.org_id
+               AND m.status = 'pending_approval';
+        ELSE
+            p_item.status := 'active';
+            p_item.last_confirmed_at := NULL;
+            p_item.low_confidence_since := NULL;
+            p_item.updated_at := p_item.created_at;
+            p_item.policy_version := p_policy_version;
+            p_item.decision_id := p_decision_id;
+            BEGIN
+                INSERT INTO memgov.long_term_memory_items SELECT (p_item).*;
+            EXCEPTION WHEN unique_violation THEN
+                RAISE EXCEPTION 'memgov: memory % exists already; the quarantined write is not applied',
+                                p_item.memory_id
+                    USING ERRCODE = 'MG409', HINT = 'purge the quarantine entry instead';
+            END;
+        END IF;
     WHEN 'update' THEN
         UPDATE memgov.long_term_memory_items AS m
            SET project_id = p_item.project_id, agent_id = p_item.agent_id,
@@ -391,7 +548,8 @@ BEGIN
                confidence = p_item.confidence, is_sensitive = p_item.is_sensitive,
                retention_policy = p_item.retention_policy, context_source = p_item.context_source,
                metadata = p_item.metadata, policy_version = p_policy_version, decision_id = p_decision_id
-         WHERE m.memory_id = p_item.memory_id AND m.org_id = p_item.org_id;
+         WHERE m.memory_id = p_item.memory_id AND m.org_id = p_item.org_id
+           AND m.status = 'active';
     WHEN 'forget' THEN
         DELETE FROM memgov.long_term_memory_items AS m
          WHERE m.memory_id = p_item.memory_id AND m.org_id = p_item.org_id;
@@ -399,75 +557,97 @@ BEGIN
 END
 $$;
 
--- Applies a held write. It is re-decided by the active policy first: a policy
--- that now denies or quarantines it wins over the approval.
-CREATE FUNCTION memgov.approve(request_id uuid, note text DEFAULT NULL)
+-- Approves a locked pending request: re-decided by the active policy first (a policy
+-- that now denies or quarantines it wins over the approval), four eyes, logged.
+-- A held INSERT is approved as the reviewer saw it: the request's payload.
+CREATE FUNCTION memgov.approve_request(p_request memgov.approval_requests, p_note text)
 RETURNS jsonb
 LANGUAGE plpgsql
-SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    v_request   memgov.approval_requests := memgov.pending_request(approve.request_id);
-    v_actor     text := memgov.check_reviewer(v_request.org_id, v_request.requested_by);
-    v_item      memgov.long_term_memory_items;
+    v_actor     text := memgov.check_reviewer(p_request);
+    v_item      memgov.long_term_memory_items :=
+                    jsonb_populate_record(NULL::memgov.long_term_memory_items, p_request.payload);
+    v_row       memgov.long_term_memory_items;
     v_decision  memgov.decision;
     v_id        bigint;
 BEGIN
-    IF v_request.operation = 'remember' THEN
-        SELECT * INTO v_item FROM memgov.long_term_memory_items
-         WHERE memory_id = v_request.memory_id AND org_id = v_request.org_id
+    v_item.org_id := p_request.org_id;
+    v_item.memory_id := p_request.memory_id;
+    IF p_request.operation = 'remember' THEN
+        SELECT * INTO v_row FROM memgov.long_term_memory_items
+         WHERE memory_id = p_request.memory_id AND org_id = p_request.org_id
+           AND status = 'pending_approval'
            FOR UPDATE;
         IF NOT FOUND THEN
-            RAISE EXCEPTION 'memgov: the memory of request % no longer exists', approve.request_id
+            RAISE EXCEPTION 'memgov: the memory of request % no longer exists', p_request.request_id
                 USING ERRCODE = 'MG404';
         END IF;
-    ELSE
-        v_item := jsonb_populate_record(NULL::memgov.long_term_memory_items, v_request.payload);
+        IF memgov.content_of(v_row) IS DISTINCT FROM memgov.content_of(v_item) THEN
+            RAISE EXCEPTION 'memgov: the memory of request % changed after it was requested', p_request.request_id
+                USING ERRCODE = 'MG409', HINT = 'deny the request; the writer remembers it again';
+        END IF;
     END IF;
 
-    v_decision := memgov.decide(v_item, v_request.operation, v_request.requested_by);
+    v_decision := memgov.decide(v_item, p_request.operation, p_request.requested_by);
     INSERT INTO memgov.decision_log
            (operation, memory_id, org_id, action, reason_codes, matched_rule_ids,
-            policy_version, mode, enforced, actor, risk_score, risk_level)
-    VALUES (v_request.operation, v_request.memory_id, v_request.org_id, v_decision.action,
+            policy_version, mode, enforced, actor, login, risk_score, risk_level)
+    VALUES (p_request.operation, p_request.memory_id, p_request.org_id, v_decision.action,
             v_decision.reason_codes, v_decision.matched_rule_ids, v_decision.policy_version,
-            v_decision.mode, v_decision.enforced, v_actor, round(v_decision.risk_score, 3),
+            v_decision.mode, v_decision.enforced, v_actor, session_user, round(v_decision.risk_score, 3),
             v_decision.risk_level)
     RETURNING decision_id INTO v_id;
 
     IF v_decision.enforced AND v_decision.action IN ('deny', 'quarantine') THEN
-        PERFORM memgov.close_request(v_request, 'denied', v_actor,
+        PERFORM memgov.close_request(p_request, 'denied', v_actor,
             format('refused on approval by policy %s: %s', v_decision.policy_version,
                    array_to_string(v_decision.reason_codes, ', ')));
-        RETURN jsonb_build_object('request_id', v_request.request_id, 'status', 'denied',
+        RETURN jsonb_build_object('request_id', p_request.request_id, 'status', 'denied',
                                   'decision', memgov.decision_json(v_decision));
     END IF;
 
-    PERFORM memgov.apply_write(v_request.operation, v_item, v_decision.policy_version, v_id);
-    PERFORM memgov.close_request(v_request, 'approved', v_actor, approve.note);
-    RETURN jsonb_build_object('request_id', v_request.request_id, 'status', 'approved',
+    PERFORM memgov.apply_write(p_request.operation, v_item, v_decision.policy_version, v_id, true);
+    PERFORM memgov.close_request(p_request, 'approved', v_actor, p_note);
+    RETURN jsonb_build_object('request_id', p_request.request_id, 'status', 'approved',
                               'decision', memgov.decision_json(v_decision));
 END
+$$;
+
+-- Denies a locked pending request (four eyes); a held INSERT's pending row is removed.
+CREATE FUNCTION memgov.deny_request(p_request memgov.approval_requests, p_note text)
+RETURNS jsonb
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    PERFORM memgov.close_request(p_request, 'denied', memgov.check_reviewer(p_request), p_note);
+    RETURN jsonb_build_object('request_id', p_request.request_id, 'status', 'denied');
+END
+$$;
+
+-- Applies a held write, re-decided by the active policy first.
+CREATE FUNCTION memgov.approve(request_id uuid, note text DEFAULT NULL)
+RETURNS jsonb
+LANGUAGE sql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT memgov.approve_request(memgov.pending_request(approve.request_id), approve.note)
 $$;
 
 -- Drops a held write (a held INSERT's pending row is removed).
 CREATE FUNCTION memgov.deny(request_id uuid, note text DEFAULT NULL)
 RETURNS jsonb
-LANGUAGE plpgsql
+LANGUAGE sql
 SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
-DECLARE
-    v_request  memgov.approval_requests := memgov.pending_request(deny.request_id);
-    v_actor    text := memgov.check_reviewer(v_request.org_id, v_request.requested_by);
-BEGIN
-    PERFORM memgov.close_request(v_request, 'denied', v_actor, deny.note);
-    RETURN jsonb_build_object('request_id', v_request.request_id, 'status', 'denied');
-END
+    SELECT memgov.deny_request(memgov.pending_request(deny.request_id), deny.note)
 $$;
 
--- Locks a held quarantine entry; raises MG404 when it does not exist in the caller's tenant.
+-- Locks a held quarantine entry; MG404 when it does not exist in the caller's tenant.
 CREATE FUNCTION memgov.held_quarantine(p_quarantine_id uuid)
 RETURNS memgov.quarantine
 LANGUAGE plpgsql
@@ -476,15 +656,18 @@ AS $$
 DECLARE
     v_entry  memgov.quarantine;
 BEGIN
-    SELECT * INTO v_entry FROM memgov.quarantine WHERE quarantine_id = p_quarantine_id FOR UPDATE;
+    SELECT * INTO v_entry FROM memgov.quarantine q
+     WHERE q.quarantine_id = p_quarantine_id AND memgov.sees_tenant(q.org_id)
+       FOR UPDATE;
     IF NOT FOUND THEN
-        RAISE EXCEPTION 'memgov: quarantine entry % does not exist', p_quarantine_id USING ERRCODE = 'MG404';
+        RAISE EXCEPTION 'memgov: quarantine entry % does not exist in tenant %', p_quarantine_id,
+                        coalesce(memgov.session_tenant(), '(memgov.org_id unset or not bound)')
+            USING ERRCODE = 'MG404', HINT = 'SET memgov.org_id to the tenant of the entry';
     END IF;
     IF v_entry.status <> 'held' THEN
         RAISE EXCEPTION 'memgov: quarantine entry % is already %', p_quarantine_id, v_entry.status
             USING ERRCODE = 'MG409';
     END IF;
-    PERFORM memgov.check_reviewer(v_entry.org_id, NULL);
     RETURN v_entry;
 END
 $$;
@@ -500,10 +683,13 @@ DECLARE
     v_entry  memgov.quarantine := memgov.held_quarantine(release_quarantine.quarantine_id);
     v_item   memgov.long_term_memory_items := jsonb_populate_record(NULL::memgov.long_term_memory_items, v_entry.payload);
 BEGIN
-    PERFORM memgov.apply_write(v_entry.operation, v_item, v_entry.decision ->> 'policy_version', NULL);
-    UPDATE memgov.quarantine
-       SET status = 'released', resolved_at = now(), resolved_by = memgov.invoker_role()
-     WHERE quarantine.quarantine_id = v_entry.quarantine_id AND org_id = v_entry.org_id;
+    v_item.org_id := v_entry.org_id;
+    v_item.memory_id := v_entry.memory_id;
+    PERFORM memgov.apply_write(v_entry.operation, v_item, v_entry.decision ->> 'policy_version', NULL, false);
+    UPDATE memgov.quarantine AS q
+       SET status = 'released', resolved_at = now(), resolved_by = memgov.invoker_role(),
+           resolved_login = session_user
+     WHERE q.quarantine_id = v_entry.quarantine_id AND q.org_id = v_entry.org_id;
     RETURN jsonb_build_object('quarantine_id', v_entry.quarantine_id, 'status', 'released',
                               'memory_id', v_item.memory_id);
 END
@@ -519,37 +705,26 @@ AS $$
 DECLARE
     v_entry  memgov.quarantine := memgov.held_quarantine(purge_quarantine.quarantine_id);
 BEGIN
-    UPDATE memgov.quarantine
+    UPDATE memgov.quarantine AS q
        SET status = 'purged', payload = jsonb_build_object('purged', true),
-           resolved_at = now(), resolved_by = memgov.invoker_role()
-     WHERE quarantine.quarantine_id = v_entry.quarantine_id AND org_id = v_entry.org_id;
+           resolved_at = now(), resolved_by = memgov.invoker_role(), resolved_login = session_user
+     WHERE q.quarantine_id = v_entry.quarantine_id AND q.org_id = v_entry.org_id;
     RETURN jsonb_build_object('quarantine_id', v_entry.quarantine_id, 'status', 'purged');
 END
 $$;
 
--- Privileges: writers reach the write path through the table and remember();
--- reviewers decide requests and quarantine entries.
-REVOKE EXECUTE ON FUNCTION
-    memgov.govern_write(text, memgov.long_term_memory_items, text),
-    memgov.remember(jsonb),
-    memgov.approve(uuid, text),
-    memgov.deny(uuid, text),
-    memgov.release_quarantine(uuid),
-    memgov.purge_quarantine(uuid),
-    memgov.check_reviewer(text, text),
-    memgov.pending_request(uuid),
-    memgov.close_request(memgov.approval_requests, text, text, text),
-    memgov.held_quarantine(uuid),
-    memgov.apply_write(text, memgov.long_term_memory_items, text, bigint)
-    FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION memgov.govern_write(text, memgov.long_term_memory_items, text)
-    TO memgov_writer, memgov_reviewer, memgov_admin;
+-- Privileges: writers reach the write path through the table, remember() and forget();
+-- reviewers decide requests and quarantine entries. Nothing else here is a client's.
+REVOKE EXECUTE ON FUNCTION memgov.remember(jsonb) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION memgov.remember(jsonb) TO memgov_writer, memgov_admin;
+-- remember() runs with its caller's rights and builds its row with item_from_json()
+GRANT EXECUTE ON FUNCTION memgov.item_from_json(jsonb) TO memgov_writer, memgov_admin;
 GRANT EXECUTE ON FUNCTION
     memgov.approve(uuid, text),
     memgov.deny(uuid, text),
     memgov.release_quarantine(uuid),
-    memgov.purge_quarantine(uuid)
+    memgov.purge_quarantine(uuid),
+    memgov.approval_channel()
     TO memgov_reviewer, memgov_admin;
 
 RESET ROLE;

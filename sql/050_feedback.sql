@@ -10,7 +10,8 @@
 
 SET ROLE memgov_owner;
 
--- Locks a memory for feedback; raises MG404 when it does not exist in the caller's tenant.
+-- Locks a memory for feedback; raises MG404 when it does not exist in the caller's tenant
+-- (another tenant's memories look the same as missing ones).
 CREATE FUNCTION memgov.memory_for_feedback(p_memory_id uuid)
 RETURNS memgov.long_term_memory_items
 LANGUAGE plpgsql
@@ -19,18 +20,39 @@ AS $$
 DECLARE
     v_item  memgov.long_term_memory_items;
 BEGIN
-    SELECT * INTO v_item FROM memgov.long_term_memory_items
-     WHERE memory_id = p_memory_id
+    SELECT * INTO v_item FROM memgov.long_term_memory_items m
+     WHERE m.memory_id = p_memory_id AND memgov.sees_tenant(m.org_id)
        FOR UPDATE;
-    IF NOT FOUND
-       OR (NOT pg_has_role(memgov.invoker_role(), 'memgov_admin', 'MEMBER')
-           AND v_item.org_id IS DISTINCT FROM current_setting('memgov.org_id', true)) THEN
+    IF NOT FOUND THEN
         RAISE EXCEPTION 'memgov: memory % does not exist in tenant %', p_memory_id,
-                        coalesce(current_setting('memgov.org_id', true), '(memgov.org_id unset)')
+                        coalesce(memgov.session_tenant(), '(memgov.org_id unset or not bound)')
             USING ERRCODE = 'MG404',
                   HINT = 'SET memgov.org_id to the memory''s tenant; feedback never reaches another tenant';
     END IF;
     RETURN v_item;
+END
+$$;
+
+-- The pending approval request of a held INSERT, locked (MG404 when there is none).
+CREATE FUNCTION memgov.held_insert_request(p_item memgov.long_term_memory_items)
+RETURNS memgov.approval_requests
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_request  memgov.approval_requests;
+BEGIN
+    SELECT * INTO v_request FROM memgov.approval_requests r
+     WHERE r.memory_id = p_item.memory_id AND r.org_id = p_item.org_id
+       AND r.status = 'pending' AND r.operation = 'remember'
+     ORDER BY r.requested_at
+     LIMIT 1
+       FOR UPDATE;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'memgov: pending memory % has no open approval request', p_item.memory_id
+            USING ERRCODE = 'MG404';
+    END IF;
+    RETURN v_request;
 END
 $$;
 
@@ -52,8 +74,10 @@ AS $$
 DECLARE
     v_event  bigint;
 BEGIN
-    INSERT INTO memgov.feedback_events (memory_id, org_id, kind, confidence_before, confidence_after, actor)
-    VALUES (p_item.memory_id, p_item.org_id, p_kind, p_item.confidence, p_after, memgov.invoker_role())
+    INSERT INTO memgov.feedback_events
+           (memory_id, org_id, kind, confidence_before, confidence_after, actor, login)
+    VALUES (p_item.memory_id, p_item.org_id, p_kind, p_item.confidence, p_after, memgov.invoker_role(),
+            session_user)
     RETURNING event_id INTO v_event;
     RETURN jsonb_build_object('memory_id', p_item.memory_id, 'kind', p_kind, 'event_id', v_event,
                               'confidence_before', p_item.confidence, 'confidence_after', p_after,
@@ -61,27 +85,55 @@ BEGIN
 END
 $$;
 
--- Closes the pending approval request of a held INSERT the user confirmed or rejected.
-CREATE FUNCTION memgov.close_held_insert(p_item memgov.long_term_memory_items, p_status text, p_note text)
+-- Refuses feedback that would change a memory while it waits for approval.
+CREATE FUNCTION memgov.check_not_pending(p_item memgov.long_term_memory_items, p_what text)
 RETURNS void
+LANGUAGE plpgsql IMMUTABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF p_item.status = 'pending_approval' THEN
+        RAISE EXCEPTION 'memgov: memory % is pending approval; it cannot be %', p_item.memory_id, p_what
+            USING ERRCODE = 'MG409',
+                  HINT = 'confirm or reject it (or approve or deny its request) first';
+    END IF;
+END
+$$;
+
+-- Decides a write memgov applies on its caller's behalf (edit, forget), logs it, files
+-- what it calls for, and raises MG403 for a denial. Returns the outcome with its decision.
+CREATE FUNCTION memgov.govern_feedback_write(p_operation text, p_item memgov.long_term_memory_items)
+RETURNS memgov.write_outcome
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    v_request  memgov.approval_requests;
+    v_capture  text := current_setting('memgov.capture', true);
+    v_outcome  memgov.write_outcome;
 BEGIN
-    FOR v_request IN
-        SELECT * FROM memgov.approval_requests r
-         WHERE r.memory_id = p_item.memory_id AND r.org_id = p_item.org_id
-           AND r.status = 'pending' AND r.operation = 'remember'
-           FOR UPDATE
-    LOOP
-        PERFORM memgov.close_request(v_request, p_status, memgov.invoker_role(), p_note);
-    END LOOP;
+    PERFORM set_config('memgov.capture', 'on', true);
+    v_outcome := memgov.record_write(p_operation, p_item, memgov.invoker_role(),
+                                     memgov.decide(p_item, p_operation, memgov.invoker_role()));
+    PERFORM set_config('memgov.capture', coalesce(v_capture, ''), true);
+    CASE v_outcome.action
+    WHEN 'deny' THEN
+        PERFORM memgov.raise_denied(p_operation, v_outcome);
+    WHEN 'require_approval' THEN
+        RAISE NOTICE 'memgov: % held for approval (request %)', p_operation, v_outcome.request_id
+            USING ERRCODE = 'MG201', DETAIL = v_outcome.decision::text;
+    WHEN 'quarantine' THEN
+        RAISE NOTICE 'memgov: % quarantined (quarantine %)', p_operation, v_outcome.quarantine_id
+            USING ERRCODE = 'MG202', DETAIL = v_outcome.decision::text;
+    ELSE
+        NULL;
+    END CASE;
+    RETURN v_outcome;
 END
 $$;
 
--- The user confirms a memory: confidence += confirm_delta; a pending memory becomes active.
+-- The user confirms a memory: confidence += confirm_delta. A pending memory is the
+-- approval it waits for: approved as memgov.approve() would (re-decided by the
+-- active policy, logged, never by the login that asked for it), then confirmed.
 CREATE FUNCTION memgov.confirm(memory_id uuid)
 RETURNS jsonb
 LANGUAGE plpgsql
@@ -91,23 +143,28 @@ AS $$
 DECLARE
     v_item     memgov.long_term_memory_items := memgov.memory_for_feedback(confirm.memory_id);
     v_after    numeric(4,3);
+    v_result   jsonb;
 BEGIN
+    IF v_item.status = 'pending_approval' THEN
+        v_result := memgov.approve_request(memgov.held_insert_request(v_item), 'confirmed by the user');
+        IF v_result ->> 'status' <> 'approved' THEN
+            RETURN memgov.record_feedback(v_item, 'confirm', NULL, 'refused')
+                   || jsonb_build_object('decision', v_result -> 'decision');
+        END IF;
+    END IF;
     v_after := least(1, greatest(0, v_item.confidence
                    + memgov.feedback_setting(v_item.org_id, 'confirm_delta', 0.1)));
     UPDATE memgov.long_term_memory_items AS m
-       SET confidence = v_after, last_confirmed_at = now(), status = 'active'
+       SET confidence = v_after, last_confirmed_at = now()
      WHERE m.memory_id = v_item.memory_id AND m.org_id = v_item.org_id;
-    IF v_item.status = 'pending_approval' THEN
-        -- the user's confirmation is the approval the memory was waiting for
-        PERFORM memgov.close_held_insert(v_item, 'approved', 'confirmed by the user');
-    END IF;
     RETURN memgov.record_feedback(v_item, 'confirm', v_after,
         CASE WHEN v_item.status = 'pending_approval' THEN 'approved' ELSE 'confirmed' END);
 END
 $$;
 
--- The user rejects a memory: confidence += reject_delta, deleted below reject_delete_below;
--- a pending memory is refused (its request denied, the row removed).
+-- The user rejects a memory: confidence += reject_delta, deleted below reject_delete_below
+-- (unless a forget rule holds it: then only lowered); a pending memory is refused (its
+-- request denied as memgov.deny() would, the row removed).
 CREATE FUNCTION memgov.reject(memory_id uuid)
 RETURNS jsonb
 LANGUAGE plpgsql
@@ -118,15 +175,14 @@ DECLARE
     v_item     memgov.long_term_memory_items := memgov.memory_for_feedback(reject.memory_id);
     v_after    numeric(4,3);
 BEGIN
-    v_after := least(1, greatest(0, v_item.confidence
-                   + memgov.feedback_setting(v_item.org_id, 'reject_delta', -0.3)));
     IF v_item.status = 'pending_approval' THEN
-        PERFORM memgov.close_held_insert(v_item, 'denied', 'rejected by the user');
-        DELETE FROM memgov.long_term_memory_items AS m
-         WHERE m.memory_id = v_item.memory_id AND m.org_id = v_item.org_id;
+        PERFORM memgov.deny_request(memgov.held_insert_request(v_item), 'rejected by the user');
         RETURN memgov.record_feedback(v_item, 'reject', NULL, 'refused');
     END IF;
-    IF v_after < memgov.feedback_setting(v_item.org_id, 'reject_delete_below', 0.0) THEN
+    v_after := least(1, greatest(0, v_item.confidence
+                   + memgov.feedback_setting(v_item.org_id, 'reject_delta', -0.3)));
+    IF v_after < memgov.feedback_setting(v_item.org_id, 'reject_delete_below', 0.0)
+       AND NOT memgov.retention_held(v_item) THEN
         DELETE FROM memgov.long_term_memory_items AS m
          WHERE m.memory_id = v_item.memory_id AND m.org_id = v_item.org_id;
         PERFORM memgov.log_deletion(v_item, 'rejected', NULL);
@@ -151,28 +207,32 @@ DECLARE
     v_item     memgov.long_term_memory_items := memgov.memory_for_feedback(edit.memory_id);
     v_after    numeric(4,3) := least(1, greatest(0,
                    memgov.feedback_setting(v_item.org_id, 'edit_confidence', 0.8)));
-    v_outcome  jsonb;
+    v_new      memgov.long_term_memory_items;
+    v_outcome  memgov.write_outcome;
 BEGIN
     IF new_text IS NULL THEN
         RAISE EXCEPTION 'memgov: new_text must not be NULL' USING ERRCODE = '22004';
     END IF;
-    -- the trigger decides this UPDATE on the caller's behalf, as any other update
-    PERFORM set_config('memgov.govern_as', memgov.invoker_role(), true);
-    PERFORM set_config('memgov.capture', 'on', true);
-    PERFORM set_config('memgov.last_outcome', '', true);
-    UPDATE memgov.long_term_memory_items AS m
-       SET fact_text = new_text, confidence = v_after
-     WHERE m.memory_id = v_item.memory_id AND m.org_id = v_item.org_id;
-    v_outcome := nullif(current_setting('memgov.last_outcome', true), '')::jsonb;
-    PERFORM set_config('memgov.govern_as', '', true);
-    PERFORM set_config('memgov.capture', '', true);
-    RETURN v_outcome || memgov.record_feedback(v_item, 'edit',
-        CASE WHEN v_outcome ->> 'action' = 'allow' THEN v_after ELSE v_item.confidence END,
-        v_outcome ->> 'action');
+    PERFORM memgov.check_not_pending(v_item, 'edited');
+    PERFORM memgov.check_fact_size(new_text);
+    v_new := v_item;
+    v_new.fact_text := new_text;
+    v_new.confidence := v_after;
+    v_new.updated_at := now();
+    v_outcome := memgov.govern_feedback_write('update', v_new);
+    IF v_outcome.action = 'allow' THEN
+        UPDATE memgov.long_term_memory_items AS m
+           SET fact_text = new_text, confidence = v_after,
+               policy_version = v_outcome.policy_version, decision_id = v_outcome.decision_id
+         WHERE m.memory_id = v_item.memory_id AND m.org_id = v_item.org_id;
+    END IF;
+    RETURN v_outcome.decision || memgov.record_feedback(v_item, 'edit',
+        CASE WHEN v_outcome.action = 'allow' THEN v_after ELSE v_item.confidence END,
+        v_outcome.action);
 END
 $$;
 
--- Forgets a memory: the same governed path as a DELETE, on behalf of the caller.
+-- Forgets a memory: decided as a `forget` on behalf of the caller, as a DELETE would be.
 CREATE FUNCTION memgov.forget(memory_id uuid)
 RETURNS jsonb
 LANGUAGE plpgsql
@@ -181,30 +241,19 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     v_item     memgov.long_term_memory_items := memgov.memory_for_feedback(forget.memory_id);
-    v_outcome  jsonb;
+    v_outcome  memgov.write_outcome;
 BEGIN
-    PERFORM set_config('memgov.govern_as', memgov.invoker_role(), true);
-    PERFORM set_config('memgov.capture', 'on', true);
-    PERFORM set_config('memgov.last_outcome', '', true);
-    DELETE FROM memgov.long_term_memory_items AS m
-     WHERE m.memory_id = v_item.memory_id AND m.org_id = v_item.org_id;
-    v_outcome := nullif(current_setting('memgov.last_outcome', true), '')::jsonb;
-    PERFORM set_config('memgov.govern_as', '', true);
-    PERFORM set_config('memgov.capture', '', true);
-    PERFORM memgov.record_feedback(v_item, 'forget', NULL, v_outcome ->> 'action');
-    RETURN v_outcome;
+    PERFORM memgov.check_not_pending(v_item, 'forgotten');
+    v_outcome := memgov.govern_feedback_write('forget', v_item);
+    IF v_outcome.action = 'allow' THEN
+        DELETE FROM memgov.long_term_memory_items AS m
+         WHERE m.memory_id = v_item.memory_id AND m.org_id = v_item.org_id;
+    END IF;
+    PERFORM memgov.record_feedback(v_item, 'forget', NULL, v_outcome.action);
+    RETURN v_outcome.decision;
 END
 $$;
 
-REVOKE EXECUTE ON FUNCTION
-    memgov.memory_for_feedback(uuid),
-    memgov.record_feedback(memgov.long_term_memory_items, text, numeric, text),
-    memgov.close_held_insert(memgov.long_term_memory_items, text, text),
-    memgov.confirm(uuid),
-    memgov.reject(uuid),
-    memgov.edit(uuid, text),
-    memgov.forget(uuid)
-    FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION memgov.confirm(uuid), memgov.reject(uuid), memgov.edit(uuid, text)
     TO memgov_reviewer, memgov_admin;
 GRANT EXECUTE ON FUNCTION memgov.forget(uuid) TO memgov_writer, memgov_reviewer, memgov_admin;

@@ -8,8 +8,8 @@
 -- CALL memgov.run_maintenance() runs the sweep in batches of retention.batch_size,
 -- each committed on its own (FOR UPDATE SKIP LOCKED: writers are never blocked
 -- for long), expires stale approval requests, prunes its own pg_cron history,
--- and records a JSON summary in memgov.maintenance_runs. An advisory lock lets
--- one run at a time proceed (per database); killing a run loses nothing, the
+-- and records a JSON summary in memgov.maintenance_runs. A lease that only memgov
+-- can take (memgov.claim_maintenance) lets one run at a time proceed (per database); killing a run loses nothing, the
 -- next one finishes the work and marks the killed one interrupted. Deletions
 -- are logged without the memory's content.
 
@@ -48,10 +48,11 @@ COMMENT ON TABLE memgov.maintenance_runs IS 'Retention sweeps: when, by whom, an
 ALTER TABLE memgov.deletion_log ENABLE ROW LEVEL SECURITY;
 CREATE POLICY tenant_isolation ON memgov.deletion_log
     TO memgov_writer, memgov_reviewer
-    USING (org_id = current_setting('memgov.org_id', true));
-CREATE POLICY admin_all ON memgov.deletion_log TO memgov_admin USING (true) WITH CHECK (true);
+    USING (org_id = (SELECT memgov.session_tenant()));
+CREATE POLICY admin_read ON memgov.deletion_log TO memgov_admin USING (true);
 GRANT SELECT ON memgov.deletion_log TO memgov_reviewer, memgov_admin;
-GRANT SELECT ON memgov.maintenance_runs TO memgov_reviewer, memgov_admin;
+-- the runs count every tenant's deletions: admins only
+GRANT SELECT ON memgov.maintenance_runs TO memgov_admin;
 
 -- A retention setting of a tenant's active policy, as an interval or a number.
 CREATE FUNCTION memgov.retention_interval(p_org_id text, p_key text, p_default interval)
@@ -78,6 +79,19 @@ AS $$
              THEN 'confidence'
         WHEN memgov.retention_rule(p_item) IS NOT NULL THEN 'auto_delete'
     END
+$$;
+
+-- Whether a forget rule holds a memory against automatic deletion: its tenant's active
+-- policy, deciding `forget` for it, denies by a rule (a legal hold). Retention and a
+-- rejection's deletion skip such memories; on_policy_miss and holds for approval do not
+-- stop them (the retention schedule is itself the policy's decision).
+CREATE FUNCTION memgov.retention_held(p_item memgov.long_term_memory_items)
+RETURNS boolean
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT d.enforced AND d.action = 'deny' AND cardinality(d.matched_rule_ids) > 0
+      FROM memgov.decide(p_item, 'forget', 'memgov_owner') AS d
 $$;
 
 -- Records deletions made by retention or rejection.
@@ -120,6 +134,7 @@ BEGIN
              WHERE m.ctid = ANY (ARRAY(
                    SELECT d.ctid FROM memgov.long_term_memory_items d
                     WHERE d.expires_at <= now() AND d.retention_policy <> 'permanent_until_revoked'
+                      AND NOT memgov.retention_held(d)
                     ORDER BY d.expires_at
                     LIMIT p_batch_size
                       FOR UPDATE SKIP LOCKED))
@@ -151,6 +166,7 @@ BEGIN
                           <= now() - memgov.retention_interval(d.org_id, 'confidence_grace', interval '30 days')
                       AND d.confidence
                           < coalesce((memgov.policy_settings(d.org_id) #>> '{retention,confidence_floor}')::numeric, 0.3)
+                      AND NOT memgov.retention_held(d)
                     ORDER BY d.low_confidence_since
                     LIMIT p_batch_size
                       FOR UPDATE SKIP LOCKED))
@@ -195,6 +211,7 @@ BEGIN
                       AND d.ctid < ('(' || (v_cursor + v_step) || ',0)')::tid
                       AND d.retention_policy <> 'permanent_until_revoked'
                       AND memgov.retention_rule(d) IS NOT NULL
+                      AND NOT memgov.retention_held(d)
                       FOR UPDATE SKIP LOCKED))
             RETURNING m AS item
         ), versions AS (
@@ -267,6 +284,66 @@ AS $$
              WHERE m.retention_policy <> 'permanent_until_revoked') AS d
 $$;
 
+-- The backend whose run holds the maintenance lease now (NULL: none).
+CREATE FUNCTION memgov.maintenance_holder()
+RETURNS integer
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT e.holder_pid
+      FROM memgov.engine_locks e
+     WHERE e.name = 'maintenance'
+       AND EXISTS (SELECT FROM pg_locks l
+                    WHERE l.locktype = 'advisory' AND l.granted AND l.pid = e.holder_pid
+                      AND l.database = (SELECT d.oid FROM pg_database d WHERE d.datname = current_database())
+                      AND l.classid = e.lock_key[1]::oid AND l.objid = e.lock_key[2]::oid
+                      AND l.objsubid = 2)
+$$;
+
+-- Claims the maintenance lease: returns the advisory-lock key this backend now holds for
+-- the run, or NULL while another backend's run holds it. The key is random and chosen
+-- here, so no other session can take it first and stall the sweep; a run that dies
+-- releases its advisory lock, and with it the lease.
+CREATE FUNCTION memgov.claim_maintenance()
+RETURNS integer[]
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_lease  memgov.engine_locks;
+    v_key    integer[];
+BEGIN
+    SELECT * INTO STRICT v_lease FROM memgov.engine_locks WHERE name = 'maintenance' FOR UPDATE;
+    IF memgov.maintenance_holder() IS NOT NULL THEN
+        RETURN NULL;
+    END IF;
+    LOOP
+        v_key := ARRAY[(floor(random() * 4294967296) - 2147483648)::integer,
+                       (floor(random() * 4294967296) - 2147483648)::integer];
+        EXIT WHEN pg_try_advisory_lock(v_key[1], v_key[2]);
+    END LOOP;
+    UPDATE memgov.engine_locks
+       SET holder_pid = pg_backend_pid(), lock_key = v_key, acquired_at = now()
+     WHERE name = 'maintenance';
+    RETURN v_key;
+END
+$$;
+
+-- Gives the maintenance lease back (the caller's run is over).
+CREATE FUNCTION memgov.release_maintenance(p_key integer[])
+RETURNS void
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    PERFORM pg_advisory_unlock(p_key[1], p_key[2]);
+    UPDATE memgov.engine_locks SET holder_pid = NULL, lock_key = NULL, acquired_at = NULL
+     WHERE name = 'maintenance' AND lock_key = p_key;
+END
+$$;
+
 -- Opens a run (after marking runs that were killed as interrupted); returns its id.
 CREATE FUNCTION memgov.start_maintenance(p_dry_run boolean)
 RETURNS bigint
@@ -277,7 +354,7 @@ AS $$
 DECLARE
     v_run  bigint;
 BEGIN
-    -- we hold the lock, so a run still marked running was killed
+    -- we hold the lease, so a run still marked running was killed
     UPDATE memgov.maintenance_runs SET status = 'interrupted', finished_at = now()
      WHERE status = 'running';
     INSERT INTO memgov.maintenance_runs (dry_run, run_by, summary)
@@ -319,7 +396,7 @@ CREATE PROCEDURE memgov.run_maintenance(dry_run boolean DEFAULT false)
 LANGUAGE plpgsql
 AS $$
 DECLARE
-    v_lock     bigint := pg_catalog.hashtext('memgov.run_maintenance');
+    v_lock     integer[];
     -- how much the sweep yields to the database's other sessions: while one of them is
     -- busy, it pauses after each batch for this many times the batch's duration (at most
     -- 1 s), which leaves writers the WAL bandwidth their commits wait for (0: never pauses)
@@ -331,19 +408,20 @@ DECLARE
     v_started  timestamptz;
     v_pruned   bigint := 0;
 BEGIN
-    -- a second run while one is going returns at once (the lock is per database)
-    IF NOT pg_catalog.pg_try_advisory_lock(v_lock) THEN
+    -- a second run while one is going returns at once (the lease is per database)
+    v_lock := memgov.claim_maintenance();
+    IF v_lock IS NULL THEN
         RAISE NOTICE 'memgov: another maintenance run is in progress; this one does nothing'
             USING ERRCODE = 'MG409';
         RETURN;
     END IF;
-    -- the lock belongs to the session: every step that can fail releases it before re-raising,
+    -- the lease's lock belongs to the session: every step that can fail releases it before re-raising,
     -- so that a failed run in a long-lived session does not block the runs that follow
     BEGIN
         v_batch := greatest(1, coalesce((memgov.policy_settings('*') #>> '{retention,batch_size}')::integer, 5000));
         v_run := memgov.start_maintenance(dry_run);
     EXCEPTION WHEN OTHERS OR query_canceled THEN
-        PERFORM pg_catalog.pg_advisory_unlock(v_lock);
+        PERFORM memgov.release_maintenance(v_lock);
         RAISE;
     END;
     COMMIT;
@@ -351,7 +429,7 @@ BEGIN
         BEGIN
             PERFORM memgov.finish_maintenance(v_run, memgov.retention_preview());
         EXCEPTION WHEN OTHERS OR query_canceled THEN
-            PERFORM pg_catalog.pg_advisory_unlock(v_lock);
+            PERFORM memgov.release_maintenance(v_lock);
             RAISE;
         END;
     ELSE
@@ -361,7 +439,7 @@ BEGIN
                 BEGIN
                     v_taken := memgov.sweep_batch(v_run, v_kind, v_batch);
                 EXCEPTION WHEN OTHERS OR query_canceled THEN
-                    PERFORM pg_catalog.pg_advisory_unlock(v_lock);
+                    PERFORM memgov.release_maintenance(v_lock);
                     RAISE;
                 END;
                 COMMIT;
@@ -398,14 +476,16 @@ BEGIN
             v_pruned := 0;  -- not ours to prune
         END;
         BEGIN
+            -- seal the decision log's new rows into its hash chain (sql/080_audit.sql; summary key 'sealed')
+            PERFORM memgov.seal_decision_log(p_run_id => v_run);
             PERFORM memgov.finish_maintenance(v_run, NULL, v_pruned);
         EXCEPTION WHEN OTHERS OR query_canceled THEN
-            PERFORM pg_catalog.pg_advisory_unlock(v_lock);
+            PERFORM memgov.release_maintenance(v_lock);
             RAISE;
         END;
     END IF;
     COMMIT;
-    PERFORM pg_catalog.pg_advisory_unlock(v_lock);
+    PERFORM memgov.release_maintenance(v_lock);
 END
 $$;
 
@@ -419,7 +499,13 @@ AS $$
 DECLARE
     v_item    memgov.long_term_memory_items := memgov.memory_for_feedback(apply_retention.memory_id);
     v_reason  text := memgov.due_reason(v_item);
+    v_held    boolean := v_reason IS NOT NULL AND memgov.retention_held(v_item);
 BEGIN
+    IF v_held THEN
+        -- due, but a forget rule holds it: like the sweep, apply_retention leaves it
+        RETURN jsonb_build_object('memory_id', v_item.memory_id, 'deleted', false, 'reason', v_reason,
+                                  'held', true);
+    END IF;
     IF v_reason IS NOT NULL THEN
         PERFORM memgov.log_deletion(v_item, v_reason, NULL);
         DELETE FROM memgov.long_term_memory_items AS m
@@ -431,16 +517,10 @@ BEGIN
 END
 $$;
 
-REVOKE EXECUTE ON FUNCTION
-    memgov.log_deletion(memgov.long_term_memory_items, text, bigint),
-    memgov.sweep_batch(bigint, text, integer),
-    memgov.retention_preview(),
-    memgov.start_maintenance(boolean),
-    memgov.finish_maintenance(bigint, jsonb, bigint),
-    memgov.apply_retention(uuid)
-    FROM PUBLIC;
-REVOKE EXECUTE ON PROCEDURE memgov.run_maintenance(boolean) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION
+    memgov.maintenance_holder(),
+    memgov.claim_maintenance(),
+    memgov.release_maintenance(integer[]),
     memgov.sweep_batch(bigint, text, integer),
     memgov.retention_preview(),
     memgov.start_maintenance(boolean),

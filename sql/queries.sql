@@ -82,11 +82,11 @@ SELECT memgov.apply_retention(%(memory_id)s::uuid);
 SELECT summary FROM memgov.maintenance_runs ORDER BY run_id DESC LIMIT 1;
 
 -- name: demo_reset
--- memgov demo: forget the demo tenant's previous story (run as memgov_owner).
+-- memgov demo: forget the demo tenant's previous story (run as memgov_owner). Its decisions
+-- stay: the decision log is append-only (demo_decisions shows this run's).
 WITH requests AS (DELETE FROM memgov.approval_requests WHERE org_id = %(org_id)s),
      held AS (DELETE FROM memgov.quarantine WHERE org_id = %(org_id)s),
      feedback AS (DELETE FROM memgov.feedback_events WHERE org_id = %(org_id)s),
-     decisions AS (DELETE FROM memgov.decision_log WHERE org_id = %(org_id)s),
      deletions AS (DELETE FROM memgov.deletion_log WHERE org_id = %(org_id)s)
 DELETE FROM memgov.long_term_memory_items WHERE org_id = %(org_id)s;
 
@@ -96,10 +96,14 @@ UPDATE memgov.long_term_memory_items
    SET created_at = created_at - interval '8 days', updated_at = updated_at - interval '8 days'
  WHERE memory_id = %(memory_id)s::uuid;
 
+-- name: demo_last_decision
+SELECT coalesce(max(decision_id), 0) AS decision_id FROM memgov.decision_log WHERE org_id = %(org_id)s;
+
 -- name: demo_decisions
+-- This run's decisions: those after demo_last_decision.
 SELECT decision_id, operation, action, enforced, matched_rule_ids, reason_codes, actor
   FROM memgov.decision_log
- WHERE org_id = %(org_id)s
+ WHERE org_id = %(org_id)s AND decision_id > %(after)s
  ORDER BY decision_id;
 
 -- name: demo_memories
@@ -172,16 +176,10 @@ SELECT count(*) AS due
  WHERE expires_at <= now() AND retention_policy <> 'permanent_until_revoked';
 
 -- name: maintenance_lock_holder
--- The backend that holds the maintenance lock of this database, if any.
-SELECT l.pid, a.backend_start, a.application_name
-  FROM pg_catalog.pg_locks l
-  LEFT JOIN pg_catalog.pg_stat_activity a ON a.pid = l.pid
- WHERE l.locktype = 'advisory' AND l.granted
-   AND l.database = (SELECT oid FROM pg_catalog.pg_database WHERE datname = current_database())
-   AND l.classid = ((hashtext('memgov.run_maintenance')::bigint >> 32) & 4294967295)::oid
-   AND l.objid = (hashtext('memgov.run_maintenance')::bigint & 4294967295)::oid
-   AND l.objsubid = 1
- LIMIT 1;
+-- The backend whose run holds the maintenance lease of this database, if any.
+SELECT a.pid, a.backend_start, a.application_name
+  FROM pg_catalog.pg_stat_activity a
+ WHERE a.pid = memgov.maintenance_holder();
 
 -- name: status_policies
 -- `memgov status`: the live policy version of each tenant ('*' = global).
@@ -218,3 +216,238 @@ SELECT action, count(*) AS decisions
  WHERE decided_at >= now() - interval '24 hours'
  GROUP BY action
  ORDER BY action;
+
+-- tenants ---------------------------------------------------------------------------
+
+-- name: tenant_grant
+-- `memgov tenant grant ROLE ORG` (memgov_admin only; unknown role 42704, bad tenant id 22023).
+SELECT memgov.grant_tenant(%(role)s, %(org_id)s) AS result;
+
+-- name: tenant_revoke
+SELECT memgov.revoke_tenant(%(role)s, %(org_id)s) AS result;
+
+-- name: tenant_list
+-- `memgov tenant list`: the bindings, whether the role still exists, and the logins bound through it.
+SELECT g.role_name AS role, g.org_id, g.granted_at, g.granted_by,
+       to_regrole(quote_ident(g.role_name)) IS NOT NULL AS role_exists,
+       array(SELECT r.rolname::text
+               FROM pg_catalog.pg_roles r
+              WHERE r.rolcanlogin AND NOT r.rolsuper
+                AND pg_catalog.pg_has_role(r.oid, to_regrole(quote_ident(g.role_name)), 'MEMBER')
+              ORDER BY 1) AS logins
+  FROM memgov.tenant_grants g
+ WHERE %(role)s::text IS NULL OR g.role_name = %(role)s
+ ORDER BY g.role_name COLLATE "C", g.org_id COLLATE "C";
+
+-- doctor ----------------------------------------------------------------------------
+-- `memgov doctor` reads only catalogs and memgov.tenant_grants; memgov_pg/doctor.py judges.
+
+-- name: doctor_session
+-- Names come out schema-qualified (regprocedure, regclass) whatever the caller's search_path.
+SET search_path = pg_catalog;
+
+-- name: doctor_schema_installed
+-- Whether the database has a memgov schema (asked of the catalog: no USAGE needed).
+SELECT EXISTS (SELECT FROM pg_catalog.pg_namespace WHERE nspname = 'memgov') AS installed;
+
+-- name: doctor_replication_role
+-- Grants of SET / ALTER SYSTEM on session_replication_role to non-superusers ('replica'
+-- switches memgov's triggers off), and the non-superuser logins each one reaches (the
+-- grants has_parameter_privilege(role, 'session_replication_role', 'SET') reads, with
+-- SET ROLE counted too).
+SELECT CASE WHEN a.grantee = 0 THEN 'PUBLIC' ELSE a.grantee::regrole::text END AS grantee,
+       a.privilege_type AS privilege,
+       array(SELECT r.oid::regrole::text
+               FROM pg_catalog.pg_roles r
+              WHERE r.rolcanlogin AND NOT r.rolsuper
+                AND (a.grantee = 0 OR pg_catalog.pg_has_role(r.oid, a.grantee, 'MEMBER'))
+              ORDER BY 1) AS logins
+  FROM pg_catalog.pg_parameter_acl p
+ CROSS JOIN LATERAL pg_catalog.aclexplode(p.paracl) a
+ WHERE p.parname = 'session_replication_role'
+   AND a.privilege_type IN ('SET', 'ALTER SYSTEM')
+   AND (a.grantee = 0 OR NOT (SELECT r.rolsuper FROM pg_catalog.pg_roles r WHERE r.oid = a.grantee))
+ ORDER BY 1, 2;
+
+-- name: doctor_owners
+-- The memgov schema and the objects in it (tables, views, sequences not owned by a column,
+-- functions, procedures, types, domains) with their owners.
+WITH objects AS (
+    SELECT 'schema' AS kind, pg_catalog.quote_ident(n.nspname) AS object, n.nspowner AS owner
+      FROM pg_catalog.pg_namespace n
+     WHERE n.nspname = 'memgov'
+    UNION ALL
+    SELECT CASE c.relkind WHEN 'S' THEN 'sequence' WHEN 'v' THEN 'view' WHEN 'm' THEN 'materialized view'
+                          WHEN 'f' THEN 'foreign table' ELSE 'table' END,
+           c.oid::regclass::text, c.relowner
+      FROM pg_catalog.pg_class c
+     WHERE c.relnamespace = 'memgov'::regnamespace
+       AND c.relkind IN ('r', 'p', 'v', 'm', 'S', 'f')
+       -- serial and identity sequences follow their table's owner
+       AND NOT EXISTS (SELECT FROM pg_catalog.pg_depend d
+                        WHERE d.classid = 'pg_class'::regclass AND d.objid = c.oid
+                          AND d.refclassid = 'pg_class'::regclass AND d.deptype IN ('a', 'i'))
+    UNION ALL
+    SELECT CASE p.prokind WHEN 'p' THEN 'procedure' WHEN 'a' THEN 'aggregate' ELSE 'function' END,
+           p.oid::regprocedure::text, p.proowner
+      FROM pg_catalog.pg_proc p
+     WHERE p.pronamespace = 'memgov'::regnamespace
+    UNION ALL
+    SELECT CASE t.typtype WHEN 'd' THEN 'domain' ELSE 'type' END, t.oid::regtype::text, t.typowner
+      FROM pg_catalog.pg_type t
+     WHERE t.typnamespace = 'memgov'::regnamespace
+       AND t.typtype IN ('c', 'd', 'e', 'r')
+       -- a table's row type follows the table
+       AND (t.typrelid = 0 OR (SELECT c.relkind FROM pg_catalog.pg_class c WHERE c.oid = t.typrelid) = 'c')
+)
+SELECT o.kind, o.object, o.owner::regrole::text AS owner, r.rolcanlogin AS owner_can_login,
+       r.rolsuper AS owner_is_superuser
+  FROM objects o
+  JOIN pg_catalog.pg_roles r ON r.oid = o.owner
+ ORDER BY o.kind, o.object;
+
+-- name: doctor_engine_roles
+-- memgov's own roles: which exist, and whether one can log in.
+SELECT r.rolname AS role, r.rolcanlogin AS can_login, r.rolsuper AS superuser
+  FROM pg_catalog.pg_roles r
+ WHERE r.rolname IN ('memgov_owner', 'memgov_policy', 'memgov_writer', 'memgov_reviewer', 'memgov_admin')
+ ORDER BY 1;
+
+-- name: doctor_owner_members
+-- Non-superuser logins that are members of memgov_owner or memgov_policy, and the direct
+-- grants of that role they come through.
+SELECT l.oid::regrole::text AS login, g.rolname AS engine_role,
+       array(SELECT m.member::regrole::text
+               FROM pg_catalog.pg_auth_members m
+              WHERE m.roleid = g.oid AND pg_catalog.pg_has_role(l.oid, m.member, 'MEMBER')
+              ORDER BY 1) AS via
+  FROM pg_catalog.pg_roles l
+ CROSS JOIN pg_catalog.pg_roles g
+ WHERE g.rolname IN ('memgov_owner', 'memgov_policy')
+   AND l.rolcanlogin AND NOT l.rolsuper AND l.oid <> g.oid
+   AND pg_catalog.pg_has_role(l.oid, g.oid, 'MEMBER')
+   -- a member of memgov_owner is a member of memgov_policy too (memgov_owner is): say it once
+   AND NOT (g.rolname = 'memgov_policy' AND pg_catalog.pg_has_role(l.oid, 'memgov_owner', 'MEMBER'))
+ ORDER BY 1, 2;
+
+-- name: doctor_clients
+-- The client roles: memgov_writer, memgov_reviewer, and the logins in them that are not
+-- superusers nor members of memgov_admin or memgov_owner (those are trusted). The other
+-- doctor queries take their oids as %(clients)s.
+SELECT r.oid, r.oid::regrole::text AS role, r.rolcanlogin AS login, r.rolcreaterole AS createrole,
+       r.rolbypassrls AS bypassrls,
+       pg_catalog.pg_has_role(r.oid, 'memgov_reviewer', 'MEMBER') AS reviewer
+  FROM pg_catalog.pg_roles r
+ WHERE r.rolname IN ('memgov_writer', 'memgov_reviewer')
+    OR (r.rolcanlogin AND NOT r.rolsuper
+        AND (pg_catalog.pg_has_role(r.oid, 'memgov_writer', 'MEMBER')
+             OR pg_catalog.pg_has_role(r.oid, 'memgov_reviewer', 'MEMBER'))
+        AND NOT pg_catalog.pg_has_role(r.oid, 'memgov_admin', 'MEMBER')
+        AND NOT pg_catalog.pg_has_role(r.oid, 'memgov_owner', 'MEMBER'))
+ ORDER BY 1;
+
+-- name: doctor_client_grants
+-- Every grant that reaches a client (PUBLIC, or a role a client is a member of) on a memgov
+-- function, table, view, sequence or column, and TEMPORARY / CREATE on this database and
+-- CREATE on its schemas: one row per grant and client. The owner's own entry is left out.
+WITH clients AS (
+    SELECT 0::oid AS oid, 'PUBLIC'::text AS name, false AS login, false AS reviewer
+    UNION ALL
+    SELECT r.oid, r.oid::regrole::text, r.rolcanlogin, pg_catalog.pg_has_role(r.oid, 'memgov_reviewer', 'MEMBER')
+      FROM pg_catalog.pg_roles r
+     WHERE r.oid = ANY (%(clients)s::oid[])
+),
+objects AS (
+    SELECT CASE p.prokind WHEN 'p' THEN 'procedure' ELSE 'function' END AS kind,
+           p.oid::regprocedure::text AS object, NULL::text AS column_name,
+           coalesce(p.proacl, pg_catalog.acldefault('f'::"char", p.proowner)) AS acl, p.proowner AS owner,
+           NULL::boolean AS row_security, NULL::boolean AS has_org_id
+      FROM pg_catalog.pg_proc p
+     WHERE p.pronamespace = 'memgov'::regnamespace
+    UNION ALL
+    SELECT CASE c.relkind WHEN 'S' THEN 'sequence' WHEN 'v' THEN 'view' WHEN 'm' THEN 'view' ELSE 'table' END,
+           c.oid::regclass::text, NULL,
+           coalesce(c.relacl, pg_catalog.acldefault(CASE c.relkind WHEN 'S' THEN 's' ELSE 'r' END::"char", c.relowner)),
+           c.relowner,
+           -- a view reads its tables as its owner unless it is security_invoker
+           CASE WHEN c.relkind IN ('v', 'm') THEN coalesce('security_invoker=true' = ANY (c.reloptions), false)
+                ELSE c.relrowsecurity END,
+           EXISTS (SELECT FROM pg_catalog.pg_attribute a
+                    WHERE a.attrelid = c.oid AND a.attname = 'org_id' AND NOT a.attisdropped)
+      FROM pg_catalog.pg_class c
+     WHERE c.relnamespace = 'memgov'::regnamespace AND c.relkind IN ('r', 'p', 'v', 'm', 'S', 'f')
+    UNION ALL
+    SELECT 'column', c.oid::regclass::text, a.attname::text, a.attacl, c.relowner, NULL, NULL
+      FROM pg_catalog.pg_attribute a
+      JOIN pg_catalog.pg_class c ON c.oid = a.attrelid
+     WHERE c.relnamespace = 'memgov'::regnamespace AND a.attacl IS NOT NULL
+       AND a.attnum > 0 AND NOT a.attisdropped
+    UNION ALL
+    SELECT 'database', pg_catalog.quote_ident(d.datname), NULL,
+           coalesce(d.datacl, pg_catalog.acldefault('d'::"char", d.datdba)), d.datdba, NULL, NULL
+      FROM pg_catalog.pg_database d
+     WHERE d.datname = pg_catalog.current_database()
+    UNION ALL
+    SELECT 'schema', pg_catalog.quote_ident(n.nspname), NULL,
+           coalesce(n.nspacl, pg_catalog.acldefault('n'::"char", n.nspowner)), n.nspowner, NULL, NULL
+      FROM pg_catalog.pg_namespace n
+     WHERE n.nspname !~ '^pg_' AND n.nspname <> 'information_schema'
+)
+SELECT o.kind, o.object, o.column_name, o.row_security, o.has_org_id,
+       a.privilege_type AS privilege,
+       CASE WHEN a.grantee = 0 THEN 'PUBLIC' ELSE a.grantee::regrole::text END AS grantee,
+       c.name AS client, c.login, c.reviewer
+  FROM objects o
+ CROSS JOIN LATERAL pg_catalog.aclexplode(o.acl) a
+  JOIN clients c ON a.grantee = 0 OR (c.oid <> 0 AND pg_catalog.pg_has_role(c.oid, a.grantee, 'MEMBER'))
+ WHERE a.grantee <> o.owner
+   AND CASE o.kind
+           WHEN 'function' THEN a.privilege_type = 'EXECUTE'
+           WHEN 'procedure' THEN a.privilege_type = 'EXECUTE'
+           WHEN 'database' THEN a.privilege_type IN ('TEMPORARY', 'CREATE')
+           WHEN 'schema' THEN a.privilege_type = 'CREATE'
+           ELSE true
+       END
+ ORDER BY o.kind, o.object, o.column_name, grantee, privilege, c.name;
+
+-- name: doctor_definer_search_path
+-- SECURITY DEFINER functions in schema memgov and the search_path their SET clause pins (NULL: none).
+SELECT p.oid::regprocedure::text AS function,
+       CASE p.prokind WHEN 'p' THEN 'procedure' ELSE 'function' END AS kind,
+       (SELECT substr(c, length('search_path=') + 1)
+          FROM unnest(p.proconfig) AS c
+         WHERE c LIKE 'search\_path=%') AS search_path
+  FROM pg_catalog.pg_proc p
+ WHERE p.pronamespace = 'memgov'::regnamespace AND p.prosecdef
+ ORDER BY 1;
+
+-- name: doctor_cron_jobs
+-- Run in the cron database: the pg_cron jobs that run memgov.run_maintenance in one database.
+SELECT jobid, jobname, schedule, command, username, active
+  FROM cron.job
+ WHERE database = %(database)s AND command ~* 'memgov\.run_maintenance'
+ ORDER BY jobid;
+
+-- name: doctor_tenant_binding
+-- Tenant grants (and those whose role is gone) and the client logins no grant binds.
+SELECT (SELECT count(*) FROM memgov.tenant_grants) AS grants,
+       array(SELECT DISTINCT g.role_name FROM memgov.tenant_grants g
+              WHERE to_regrole(pg_catalog.quote_ident(g.role_name)) IS NULL
+              ORDER BY 1) AS missing_roles,
+       array(SELECT r.oid::regrole::text
+               FROM pg_catalog.pg_roles r
+              WHERE r.rolcanlogin AND r.oid = ANY (%(clients)s::oid[])
+                AND NOT EXISTS (SELECT FROM memgov.tenant_grants g
+                                 WHERE coalesce(pg_catalog.pg_has_role(
+                                           r.oid, to_regrole(pg_catalog.quote_ident(g.role_name)), 'MEMBER'), false))
+              ORDER BY 1) AS unbound_logins;
+
+-- audit -----------------------------------------------------------------------------
+-- The sealed decision log (sql/080_audit.sql); memgov_pg/audit.py.
+
+-- name: audit_installed
+SELECT to_regprocedure('memgov.verify_decision_log(bigint, text)') IS NOT NULL AS installed;
+
+-- name: verify_decision_log
+-- `memgov verify-log`: the hash chain recomputed, with an optional anchor (memgov_admin).
+SELECT memgov.verify_decision_log(%(anchor_seal_id)s::bigint, %(anchor_hash)s::text) AS report;

@@ -78,15 +78,24 @@ def policy_text(ref: str) -> tuple[str, str]:
 
 
 MEMGOV_TABLES = ("long_term_memory_items", "approval_requests", "quarantine", "decision_log", "feedback_events",
-                 "deletion_log", "maintenance_runs")  # fmt: skip
+                 "deletion_log", "maintenance_runs", "decision_log_seals", "decision_log_archives")  # fmt: skip
+# append-only (sql/080_audit.sql): their guard trigger refuses every DELETE; only their owner can lift it
+APPEND_ONLY_TABLES = ("decision_log", "decision_log_seals", "decision_log_archives")
 
 
 def wipe(conn: psycopg.Connection[Any]) -> None:
-    """Empty memgov's tables on the engine's own path (no decision, nothing logged) and forget the policies."""
+    """Empty memgov's tables on the engine's own path (no decision, nothing logged) and forget the policies.
+
+    The decision log, its seals and archive records are emptied the way only their owner can:
+    with their guard trigger disabled for this one transaction."""
     with conn.transaction():
         conn.execute("SET LOCAL ROLE memgov_owner")
+        for table in APPEND_ONLY_TABLES:
+            conn.execute(f"ALTER TABLE memgov.{table} DISABLE TRIGGER refuse_change")
         for table in MEMGOV_TABLES:
             conn.execute(f"DELETE FROM memgov.{table}")
+        for table in APPEND_ONLY_TABLES:
+            conn.execute(f"ALTER TABLE memgov.{table} ENABLE ALWAYS TRIGGER refuse_change")
     reset_policies(conn)
 
 

@@ -1,23 +1,24 @@
 -- Foundation: roles, the memgov schema, its tables, privileges and row level security.
--- Frozen copy of sql/000_roles.sql, 010_schema.sql and 060_security.sql as of this revision.
+-- Frozen copy of sql/000_roles.sql, 010_schema.sql, 015_tenants.sql and 060_security.sql as of this revision.
 
 -- migrate:upgrade
 -- memgov: roles and schema.
 --
 -- Roles are cluster-wide, so they are created only when missing: several
--- governed databases in one cluster share them. All four are NOLOGIN;
--- deployments grant them to their own login roles.
+-- governed databases in one cluster share them. All five are NOLOGIN;
+-- deployments grant the last three to their own login roles, never the first two.
 --
 --   memgov_owner     owns every memgov object; SECURITY DEFINER functions run as it
+--   memgov_policy    owns the compiled policy functions, which run as it: no table privileges
 --   memgov_writer    agents: read/write items, remember, forget
 --   memgov_reviewer  the user-facing application and human reviewers
---   memgov_admin     deploy, rollback, schedule; works across tenants
+--   memgov_admin     deploy, rollback, schedule, bind tenants; reads across tenants
 
 DO $roles$
 DECLARE
     v_role text;
 BEGIN
-    FOREACH v_role IN ARRAY ARRAY['memgov_owner', 'memgov_writer', 'memgov_reviewer', 'memgov_admin'] LOOP
+    FOREACH v_role IN ARRAY ARRAY['memgov_owner', 'memgov_policy', 'memgov_writer', 'memgov_reviewer', 'memgov_admin'] LOOP
         IF NOT EXISTS (SELECT FROM pg_catalog.pg_roles WHERE rolname = v_role) THEN
             EXECUTE pg_catalog.format('CREATE ROLE %I NOLOGIN', v_role);
         END IF;
@@ -27,6 +28,9 @@ EXCEPTION
     WHEN duplicate_object THEN NULL;
 END
 $roles$;
+
+-- memgov_owner creates the compiled policy functions and hands them to memgov_policy
+GRANT memgov_policy TO memgov_owner;
 
 CREATE SCHEMA memgov AUTHORIZATION memgov_owner;
 COMMENT ON SCHEMA memgov IS 'memgov-pg: governed long-term memory of AI agents';
@@ -38,6 +42,14 @@ COMMENT ON SCHEMA memgov IS 'memgov-pg: governed long-term memory of AI agents';
 -- application role owns a table.
 
 SET ROLE memgov_owner;
+
+-- No function memgov_owner creates is executable by PUBLIC unless granted: every
+-- engine-internal function stays out of clients' reach by default. (The global form:
+-- per-schema default privileges can only add to the global ones.)
+ALTER DEFAULT PRIVILEGES FOR ROLE memgov_owner REVOKE EXECUTE ON FUNCTIONS FROM PUBLIC;
+-- memgov_policy owns the compiled policy functions here (ALTER ... OWNER needs CREATE); its
+-- own code is STABLE, so it can never run DDL with it.
+GRANT USAGE, CREATE ON SCHEMA memgov TO memgov_policy;
 
 -- The governed table: what agents INSERT, UPDATE and DELETE.
 CREATE TABLE memgov.long_term_memory_items (
@@ -145,7 +157,8 @@ CREATE TABLE memgov.decision_log (
     policy_version    text,
     mode              text,                   -- monitor, enforce, strict
     enforced          boolean      NOT NULL,
-    actor             text         NOT NULL DEFAULT current_user,
+    actor             text         NOT NULL DEFAULT current_user,  -- the effective role
+    login             text         NOT NULL DEFAULT session_user,  -- the login behind it
     risk_score        numeric(4,3),
     risk_level        text,                   -- low, medium, high, critical
     PRIMARY KEY (org_id, decision_id)
@@ -165,8 +178,10 @@ CREATE TABLE memgov.approval_requests (
         CHECK (status IN ('pending', 'approved', 'denied', 'expired')),
     requested_at    timestamptz NOT NULL DEFAULT now(),
     requested_by    text        NOT NULL DEFAULT current_user,
+    requested_login text        NOT NULL DEFAULT session_user,
     decided_at      timestamptz,
     decided_by      text,
+    decided_login   text,
     note            text,
     decision_id     bigint,
     policy_version  text,
@@ -194,8 +209,10 @@ CREATE TABLE memgov.quarantine (
         CHECK (status IN ('held', 'released', 'purged')),
     quarantined_at  timestamptz NOT NULL DEFAULT now(),
     quarantined_by  text        NOT NULL DEFAULT current_user,
+    quarantined_login text      NOT NULL DEFAULT session_user,
     resolved_at     timestamptz,
     resolved_by     text,
+    resolved_login  text,
     PRIMARY KEY (quarantine_id, org_id)
 );
 COMMENT ON TABLE memgov.quarantine IS 'Writes diverted by a quarantine decision, with their full payload';
@@ -211,80 +228,291 @@ CREATE TABLE memgov.feedback_events (
     confidence_before  numeric(4,3),
     confidence_after   numeric(4,3),
     actor              text         NOT NULL DEFAULT current_user,
+    login              text         NOT NULL DEFAULT session_user,
     at                 timestamptz  NOT NULL DEFAULT now(),
     PRIMARY KEY (org_id, event_id)
 );
 COMMENT ON TABLE memgov.feedback_events IS 'Confirm, reject, edit and forget feedback with confidence before and after';
 CREATE INDEX feedback_events_memory_idx ON memgov.feedback_events (memory_id);
 
+-- Tenant binding: a login that is (a member of) a role listed here may act only in
+-- the tenants listed for it; logins that appear nowhere act in the tenant their
+-- session names (memgov.org_id). Changed through memgov.grant_tenant / revoke_tenant.
+CREATE TABLE memgov.tenant_grants (
+    role_name   text        NOT NULL,
+    org_id      text        NOT NULL,
+    granted_at  timestamptz NOT NULL DEFAULT now(),
+    granted_by  text        NOT NULL DEFAULT session_user,
+    PRIMARY KEY (role_name, org_id)
+);
+COMMENT ON TABLE memgov.tenant_grants IS 'Which tenants a bound login may act in (memgov tenant grant ROLE ORG)';
+
+-- The engine's own settings, changed by memgov_admin with UPDATE.
+CREATE TABLE memgov.settings (
+    name   text    PRIMARY KEY CHECK (name IN ('max_fact_text_bytes')),
+    value  bigint  NOT NULL,
+    CHECK (name <> 'max_fact_text_bytes' OR value BETWEEN 1024 AND 1073741823)
+);
+COMMENT ON TABLE memgov.settings IS
+    'Engine settings: max_fact_text_bytes (default 65536) caps fact_text before any decision';
+INSERT INTO memgov.settings (name, value) VALUES ('max_fact_text_bytes', 65536);
+
+-- Locks of the engine's own: rows that only memgov's functions can lock (clients
+-- have no UPDATE here), unlike advisory-lock keys, which any session can take.
+--   deploy       row-locked by every deploy, activation and rollback
+--   maintenance  the running sweep's lease: its backend and a random advisory-lock key
+--                that only it knows in advance
+CREATE TABLE memgov.engine_locks (
+    name         text    PRIMARY KEY CHECK (name IN ('deploy', 'maintenance')),
+    holder_pid   integer,
+    lock_key     integer[],
+    acquired_at  timestamptz
+);
+COMMENT ON TABLE memgov.engine_locks IS 'Locks only memgov can take: deploys, and the running sweep''s lease';
+INSERT INTO memgov.engine_locks (name) VALUES ('deploy'), ('maintenance');
+
+RESET ROLE;
+
+-- memgov: who acts, and in which tenant.
+--
+-- Who: `session_user` is the login; memgov.invoker_role() is the role it acts
+-- as (its SET ROLE, else the login). memgov's SECURITY DEFINER functions run as
+-- memgov_owner but decide, log and check on behalf of that role and login,
+-- never of current_user.
+--
+-- Which tenant: memgov.session_tenant() is the session's memgov.org_id
+-- (SET [LOCAL] memgov.org_id = '...') when it is a valid tenant id and, for a
+-- login bound to tenants (memgov.tenant_grants), one of its tenants; otherwise
+-- NULL. Row level security (sql/060_security.sql) and every memgov function
+-- hold writers and reviewers to it.
+
+SET ROLE memgov_owner;
+
+-- Whether a text is a tenant id: a letter or digit, then up to 62 of letters,
+-- digits and . _ : - (never quotes, backslashes, whitespace or comment markers).
+CREATE FUNCTION memgov.is_tenant_id(p_org_id text)
+RETURNS boolean
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT coalesce(p_org_id ~ '^[A-Za-z0-9][A-Za-z0-9._:-]{0,62}$', false)
+$$;
+
+-- The role on whose behalf memgov's SECURITY DEFINER functions act (their current_user is memgov_owner).
+-- (No SET clause: it is inlined into its callers, whose search_path is pinned.)
+CREATE FUNCTION memgov.invoker_role()
+RETURNS text
+LANGUAGE sql STABLE PARALLEL SAFE
+AS $$
+    SELECT coalesce(nullif(pg_catalog.current_setting('role'), 'none'), session_user::text)
+$$;
+
+-- Whether the invoking role works across tenants (memgov_admin, superusers).
+CREATE FUNCTION memgov.is_admin()
+RETURNS boolean
+LANGUAGE sql STABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT pg_has_role(memgov.invoker_role(), 'memgov_admin', 'MEMBER')
+$$;
+
+-- Whether the login is bound to tenants: it is, or is a member of, a role with a tenant grant.
+-- Superusers are never bound.
+CREATE FUNCTION memgov.login_is_bound()
+RETURNS boolean
+LANGUAGE sql STABLE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT NOT r.rolsuper
+           AND EXISTS (SELECT FROM memgov.tenant_grants g
+                        WHERE coalesce(pg_has_role(session_user, to_regrole(g.role_name), 'MEMBER'), false))
+      FROM pg_catalog.pg_roles r
+     WHERE r.rolname = session_user
+$$;
+
+-- The tenant this session acts in (NULL: none; a writer or reviewer then sees nothing).
+CREATE FUNCTION memgov.session_tenant()
+RETURNS text
+LANGUAGE sql STABLE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT s.org_id
+      FROM (SELECT current_setting('memgov.org_id', true) AS org_id) AS s
+     WHERE memgov.is_tenant_id(s.org_id)
+       AND (NOT memgov.login_is_bound()
+            OR EXISTS (SELECT FROM memgov.tenant_grants g
+                        WHERE g.org_id = s.org_id
+                          AND coalesce(pg_has_role(session_user, to_regrole(g.role_name), 'MEMBER'), false)))
+$$;
+
+-- Raises 42501 unless the invoker may act in p_org_id: admins in any valid tenant,
+-- everybody else in the session's tenant only (for a bound login: one of its tenants).
+CREATE FUNCTION memgov.check_tenant(p_org_id text)
+RETURNS text
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_session  text := current_setting('memgov.org_id', true);
+BEGIN
+    IF NOT memgov.is_tenant_id(p_org_id) THEN
+        RAISE EXCEPTION 'memgov: % is not a tenant id', coalesce(quote_literal(p_org_id), 'NULL')
+            USING ERRCODE = '22023',
+                  HINT = 'a tenant id is a letter or digit followed by up to 62 letters, digits, ".", "_", ":" or "-"';
+    END IF;
+    IF memgov.is_admin() THEN
+        RETURN p_org_id;
+    END IF;
+    IF p_org_id IS DISTINCT FROM v_session THEN
+        RAISE EXCEPTION 'memgov: tenant % is not this session''s tenant (%)', p_org_id,
+                        coalesce(v_session, 'memgov.org_id unset')
+            USING ERRCODE = '42501',
+                  HINT = 'SET memgov.org_id to the tenant you act in; writes never reach another tenant';
+    END IF;
+    IF memgov.session_tenant() IS NULL THEN
+        RAISE EXCEPTION 'memgov: login % is not bound to tenant %', session_user, p_org_id
+            USING ERRCODE = '42501',
+                  HINT = 'an administrator binds logins to tenants: memgov tenant grant ROLE ORG';
+    END IF;
+    RETURN p_org_id;
+END
+$$;
+
+-- Binds a role (and the logins that are its members) to a tenant.
+CREATE FUNCTION memgov.grant_tenant(p_role text, p_org_id text)
+RETURNS jsonb
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF to_regrole(p_role) IS NULL THEN
+        RAISE EXCEPTION 'memgov: role % does not exist', coalesce(quote_ident(p_role), 'NULL')
+            USING ERRCODE = '42704', HINT = 'grant a tenant to an existing login or group role';
+    END IF;
+    IF NOT memgov.is_tenant_id(p_org_id) THEN
+        RAISE EXCEPTION 'memgov: % is not a tenant id', coalesce(quote_literal(p_org_id), 'NULL')
+            USING ERRCODE = '22023',
+                  HINT = 'a tenant id is a letter or digit followed by up to 62 letters, digits, ".", "_", ":" or "-"';
+    END IF;
+    INSERT INTO memgov.tenant_grants (role_name, org_id, granted_by)
+    VALUES (p_role, p_org_id, session_user)
+        ON CONFLICT (role_name, org_id) DO NOTHING;
+    RETURN jsonb_build_object('role', p_role, 'org_id', p_org_id, 'granted', FOUND);
+END
+$$;
+
+-- Removes a role's binding to a tenant (a role left with no grant is unbound again).
+CREATE FUNCTION memgov.revoke_tenant(p_role text, p_org_id text)
+RETURNS jsonb
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    DELETE FROM memgov.tenant_grants WHERE role_name = p_role AND org_id = p_org_id;
+    RETURN jsonb_build_object('role', p_role, 'org_id', p_org_id, 'revoked', FOUND,
+                              'still_bound', EXISTS (SELECT FROM memgov.tenant_grants WHERE role_name = p_role));
+END
+$$;
+
+-- Tenant ids in the tables that name tenants by hand ('*': the global policy)
+ALTER TABLE memgov.policy_versions
+    ADD CONSTRAINT policy_versions_tenant_id CHECK (org_id = '*' OR memgov.is_tenant_id(org_id));
+ALTER TABLE memgov.tenant_grants
+    ADD CONSTRAINT tenant_grants_tenant_id CHECK (memgov.is_tenant_id(org_id));
+
 RESET ROLE;
 
 -- memgov: privileges and tenant isolation.
 --
--- memgov_writer and memgov_reviewer see and write only the tenant named by
--- SET [LOCAL] memgov.org_id = '...'; with it unset they see nothing.
--- memgov_admin works across tenants. memgov_owner owns the tables and so is
--- not subject to row level security: the SECURITY DEFINER functions that run
--- as it are the only way around the policies.
+-- memgov_writer and memgov_reviewer see and write only the tenant
+-- memgov.session_tenant() returns (sql/015_tenants.sql); with none they see
+-- nothing. memgov_admin reads across tenants. memgov_owner owns the tables and so is not subject to row level security:
+-- the SECURITY DEFINER functions that run as it are the only way around the
+-- policies.
 
 SET ROLE memgov_owner;
 
 REVOKE ALL ON SCHEMA memgov FROM PUBLIC;
 GRANT USAGE ON SCHEMA memgov TO memgov_writer, memgov_reviewer, memgov_admin;
 
--- The governed table: agents write, reviewers read, admins do everything.
+-- The governed table: agents write, reviewers read, admins write like agents in any tenant.
 -- Writers may set the columns an agent owns; the engine's columns (status,
 -- policy_version, decision_id, created_at, updated_at, last_confirmed_at,
--- expires_at, low_confidence_since) are out of their reach.
-GRANT SELECT, DELETE ON memgov.long_term_memory_items TO memgov_writer;
+-- expires_at, low_confidence_since) are out of their reach. No client role has
+-- a table-level INSERT, UPDATE, DELETE or TRUNCATE: any of them would let it
+-- LOCK the table against every tenant. Writers forget through memgov.forget().
+GRANT SELECT ON memgov.long_term_memory_items TO memgov_writer, memgov_reviewer, memgov_admin;
 GRANT INSERT (memory_id, org_id, project_id, agent_id, subject_id, session_id, category, fact_text,
               source, confidence, is_sensitive, retention_policy, context_source, metadata),
       UPDATE (project_id, agent_id, subject_id, session_id, category, fact_text,
               source, confidence, is_sensitive, retention_policy, context_source, metadata)
-    ON memgov.long_term_memory_items TO memgov_writer;
-GRANT SELECT ON memgov.long_term_memory_items TO memgov_reviewer;
+    ON memgov.long_term_memory_items TO memgov_writer, memgov_admin;
 
--- Logs and queues are read by reviewers; they change only through memgov functions.
+-- Logs and queues are read by reviewers (their tenant) and admins (all); they change
+-- only through memgov functions.
 GRANT SELECT ON memgov.decision_log, memgov.approval_requests, memgov.quarantine,
-                memgov.feedback_events
-    TO memgov_reviewer;
-GRANT SELECT ON memgov.policy_versions, memgov.memory_policy_rules
-    TO memgov_writer, memgov_reviewer;
+                memgov.feedback_events, memgov.policy_versions, memgov.memory_policy_rules
+    TO memgov_reviewer, memgov_admin;
+GRANT SELECT ON memgov.policy_versions, memgov.memory_policy_rules TO memgov_writer;
+GRANT SELECT ON memgov.tenant_grants, memgov.settings, memgov.engine_locks TO memgov_admin;
+GRANT UPDATE (value) ON memgov.settings TO memgov_admin;
 
-GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA memgov TO memgov_admin;
-
--- Row level security: one tenant per session for writers and reviewers.
+-- Row level security: one tenant per session for writers and reviewers. The tenant is
+-- computed once per statement (an InitPlan), not once per row.
 ALTER TABLE memgov.long_term_memory_items ENABLE ROW LEVEL SECURITY;
 ALTER TABLE memgov.decision_log           ENABLE ROW LEVEL SECURITY;
 ALTER TABLE memgov.approval_requests      ENABLE ROW LEVEL SECURITY;
 ALTER TABLE memgov.quarantine             ENABLE ROW LEVEL SECURITY;
 ALTER TABLE memgov.feedback_events        ENABLE ROW LEVEL SECURITY;
+ALTER TABLE memgov.policy_versions        ENABLE ROW LEVEL SECURITY;
+ALTER TABLE memgov.memory_policy_rules    ENABLE ROW LEVEL SECURITY;
 
 CREATE POLICY tenant_isolation ON memgov.long_term_memory_items
     TO memgov_writer, memgov_reviewer
-    USING (org_id = current_setting('memgov.org_id', true))
-    WITH CHECK (org_id = current_setting('memgov.org_id', true));
+    USING (org_id = (SELECT memgov.session_tenant()))
+    WITH CHECK (org_id = (SELECT memgov.session_tenant()));
 CREATE POLICY tenant_isolation ON memgov.decision_log
     TO memgov_writer, memgov_reviewer
-    USING (org_id = current_setting('memgov.org_id', true));
+    USING (org_id = (SELECT memgov.session_tenant()));
 CREATE POLICY tenant_isolation ON memgov.approval_requests
     TO memgov_writer, memgov_reviewer
-    USING (org_id = current_setting('memgov.org_id', true));
+    USING (org_id = (SELECT memgov.session_tenant()));
 CREATE POLICY tenant_isolation ON memgov.quarantine
     TO memgov_writer, memgov_reviewer
-    USING (org_id = current_setting('memgov.org_id', true));
+    USING (org_id = (SELECT memgov.session_tenant()));
 CREATE POLICY tenant_isolation ON memgov.feedback_events
     TO memgov_writer, memgov_reviewer
-    USING (org_id = current_setting('memgov.org_id', true));
+    USING (org_id = (SELECT memgov.session_tenant()));
+-- a tenant sees its own policies and the global one
+CREATE POLICY tenant_isolation ON memgov.policy_versions
+    TO memgov_writer, memgov_reviewer
+    USING (org_id = '*' OR org_id = (SELECT memgov.session_tenant()));
+CREATE POLICY tenant_isolation ON memgov.memory_policy_rules
+    TO memgov_writer, memgov_reviewer
+    USING (org_id = '*' OR org_id = (SELECT memgov.session_tenant()));
 
+-- admins write the memory table like agents (every write decided by the trigger), read everything
 CREATE POLICY admin_all ON memgov.long_term_memory_items TO memgov_admin USING (true) WITH CHECK (true);
-CREATE POLICY admin_all ON memgov.decision_log           TO memgov_admin USING (true) WITH CHECK (true);
-CREATE POLICY admin_all ON memgov.approval_requests      TO memgov_admin USING (true) WITH CHECK (true);
-CREATE POLICY admin_all ON memgov.quarantine             TO memgov_admin USING (true) WITH CHECK (true);
-CREATE POLICY admin_all ON memgov.feedback_events        TO memgov_admin USING (true) WITH CHECK (true);
+CREATE POLICY admin_read ON memgov.decision_log           TO memgov_admin USING (true);
+CREATE POLICY admin_read ON memgov.approval_requests      TO memgov_admin USING (true);
+CREATE POLICY admin_read ON memgov.quarantine             TO memgov_admin USING (true);
+CREATE POLICY admin_read ON memgov.feedback_events        TO memgov_admin USING (true);
+CREATE POLICY admin_read ON memgov.policy_versions        TO memgov_admin USING (true);
+CREATE POLICY admin_read ON memgov.memory_policy_rules    TO memgov_admin USING (true);
+
+-- What clients may call here: their tenant; binding is memgov_admin's.
+GRANT EXECUTE ON FUNCTION memgov.session_tenant(), memgov.is_tenant_id(text)
+    TO memgov_writer, memgov_reviewer, memgov_admin;
+GRANT EXECUTE ON FUNCTION memgov.grant_tenant(text, text), memgov.revoke_tenant(text, text)
+    TO memgov_admin;
 
 RESET ROLE;
 
 -- migrate:downgrade
 -- Roles are cluster-wide and may serve other databases: they are kept.
 DROP SCHEMA memgov CASCADE;
+ALTER DEFAULT PRIVILEGES FOR ROLE memgov_owner GRANT EXECUTE ON FUNCTIONS TO PUBLIC;

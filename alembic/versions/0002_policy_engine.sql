@@ -392,16 +392,42 @@ BEGIN ATOMIC
                                   p_context_source, p_org_id, p_project_id, p_thresholds) AS r;
 END;
 
+-- The detectors are pure functions of their arguments: every role may call them
+-- (the compiled policies, which run as memgov_policy, do).
+DO $grant$
+DECLARE
+    v_function regprocedure;
+BEGIN
+    FOR v_function IN
+        SELECT p.oid::regprocedure FROM pg_catalog.pg_proc p
+         WHERE p.pronamespace = 'memgov'::regnamespace
+           AND p.proname = ANY (ARRAY[
+               'pii_candidate_pattern', 'pii_pattern', 'card_pattern', 'secret_token_candidate_pattern',
+               'secret_token_pattern', 'secret_assignment_candidate_pattern', 'secret_assignment_pattern',
+               'luhn_valid', 'contains_card', 'contains_pii', 'contains_secret', 'detect_content',
+               'risk_level', 'risk_assessment'])
+    LOOP
+        EXECUTE pg_catalog.format('GRANT EXECUTE ON FUNCTION %s TO PUBLIC', v_function);
+    END LOOP;
+END
+$grant$;
+
 RESET ROLE;
 
 -- memgov: policy versions, the decision entry points and deployment.
 --
--- `memgov deploy` compiles a policy file into three functions named after the
--- version's hash (memgov.policy_<hash>, _explain, _retention) and installs
--- them with memgov.install_policy. Callers never use those names: the
--- dispatchers memgov.decide / memgov.explain_decision / memgov.retention_rule
--- are regenerated on every activation and route each row to the active
--- version of its tenant (org_id), or to the global one ('*').
+-- `memgov deploy` compiles a policy file into the bodies of three functions
+-- named after the version's hash (memgov.policy_<hash>, _explain, _retention);
+-- memgov.install_policy creates them with fixed signatures and hands them to
+-- memgov_policy, a role with no table privileges, as whom they run (SECURITY
+-- DEFINER): whatever a body says, it reads and writes no table, so installing
+-- a policy never gives its author memgov_owner's rights. Callers never use
+-- those names: the dispatchers memgov.decide / memgov.explain_decision /
+-- memgov.retention_rule are regenerated on every activation and route each
+-- row to the active version of its tenant (org_id), or to the global one ('*').
+-- None of these is executable by a client role: clients reach decisions
+-- through the write trigger, memgov.evaluate and memgov.explain, which check
+-- the tenant first.
 
 SET ROLE memgov_owner;
 
@@ -499,6 +525,7 @@ DECLARE
     v_global     text;
     v_global_settings jsonb;
     v_body       text;
+    v_at         integer;
     v_version    record;
 BEGIN
     FOR v_version IN
@@ -533,14 +560,20 @@ BEGIN
     ELSE
         SELECT p.prosrc INTO STRICT v_body FROM pg_catalog.pg_proc p
          WHERE p.oid = format('memgov.%I(memgov.long_term_memory_items, text, text)', v_global)::regprocedure;
-        -- the compiled body is DECLARE <variables> BEGIN ...: no value precedes its first BEGIN line
-        v_body := regexp_replace(v_body, E'\nBEGIN\n', E'\nBEGIN\n' || v_decide);
+        -- the compiled body is DECLARE <variables> BEGIN ...: no value precedes its first
+        -- BEGIN line; the routing goes right after it (plain string surgery: no pattern
+        -- or replacement syntax that a tenant id could reach)
+        v_at := strpos(v_body, E'\nBEGIN\n') + length(E'\nBEGIN\n');
+        v_body := left(v_body, v_at - 1) || v_decide || substr(v_body, v_at);
     END IF;
+    -- decide carries a compiled body: it runs as memgov_policy, like the compiled functions
     EXECUTE format($f$
 CREATE OR REPLACE FUNCTION memgov.decide(p_item memgov.long_term_memory_items, p_operation text, p_actor text)
 RETURNS memgov.decision
 LANGUAGE plpgsql STABLE PARALLEL SAFE
+SECURITY DEFINER
 AS %L$f$, v_body);
+    ALTER FUNCTION memgov.decide(memgov.long_term_memory_items, text, text) OWNER TO memgov_policy;
 
     EXECUTE format($f$
 CREATE OR REPLACE FUNCTION memgov.explain_decision(p_item memgov.long_term_memory_items, p_operation text, p_actor text)
@@ -583,6 +616,17 @@ $rebuild$;
 
 -- Until the first deploy every tenant is routed to memgov.no_policy_decision().
 SELECT memgov.rebuild_dispatch();
+-- the sweep (run_maintenance runs as its caller) reads the retention settings
+GRANT EXECUTE ON FUNCTION memgov.policy_settings(text) TO memgov_admin;
+
+-- Serialises deploys, activations and rollbacks: a row lock no client can take or hold.
+CREATE FUNCTION memgov.lock_deploys()
+RETURNS void
+LANGUAGE sql
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT FROM memgov.engine_locks WHERE name = 'deploy' FOR UPDATE
+$$;
 
 -- Makes one deployed version the active one of its tenant and reroutes the dispatchers.
 CREATE FUNCTION memgov.activate_policy(p_org_id text, p_version text)
@@ -592,7 +636,7 @@ SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
-    PERFORM pg_advisory_xact_lock(hashtext('memgov.deploy'));
+    PERFORM memgov.lock_deploys();
     IF NOT EXISTS (SELECT FROM memgov.policy_versions
                     WHERE org_id = p_org_id AND version = p_version) THEN
         RAISE EXCEPTION 'policy version % is not deployed for %', p_version,
@@ -609,28 +653,42 @@ BEGIN
 END
 $$;
 
--- Installs a compiled policy (the SQL `memgov compile` prints) and activates it, atomically.
+-- Installs a compiled policy (what `memgov compile` prints) and activates it, atomically.
+-- The three bodies become memgov.<p_function_name>, _explain and _retention, with the
+-- signatures written here; PostgreSQL, not our compiler, has the last word on each body.
 CREATE FUNCTION memgov.install_policy(
-    p_org_id         text,
-    p_version        text,
-    p_sha256         text,
-    p_mode           text,
-    p_function_name  text,
-    p_source_yaml    text,
-    p_compiled_sql   text,
-    p_settings       jsonb,
-    p_rules          jsonb)
+    p_org_id          text,
+    p_version         text,
+    p_sha256          text,
+    p_mode            text,
+    p_function_name   text,
+    p_source_yaml     text,
+    p_decide_body     text,
+    p_explain_body    text,
+    p_retention_body  text,
+    p_settings        jsonb,
+    p_rules           jsonb)
 RETURNS text
 LANGUAGE plpgsql
 SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    v_existing  memgov.policy_versions;
-    v_missing   text;
+    v_existing   memgov.policy_versions;
+    v_function   record;
+    v_compiled   text := '';
 BEGIN
     -- one deploy at a time; concurrent writers keep using the old dispatchers until commit
-    PERFORM pg_advisory_xact_lock(hashtext('memgov.deploy'));
+    PERFORM memgov.lock_deploys();
+
+    IF p_org_id IS DISTINCT FROM '*' AND NOT memgov.is_tenant_id(p_org_id) THEN
+        RAISE EXCEPTION 'memgov: % is not a tenant id', coalesce(quote_literal(p_org_id), 'NULL')
+            USING ERRCODE = '22023',
+                  HINT = 'a tenant id is a letter or digit followed by up to 62 letters, digits, ".", "_", ":" or "-"';
+    END IF;
+    IF p_function_name IS NULL OR p_function_name !~ '^policy_[0-9a-f]{16}$' THEN
+        RAISE EXCEPTION 'invalid compiled function name %', p_function_name USING ERRCODE = '22023';
+    END IF;
 
     SELECT * INTO v_existing FROM memgov.policy_versions
      WHERE org_id = p_org_id AND version = p_version;
@@ -643,28 +701,38 @@ BEGIN
         RETURN memgov.activate_policy(p_org_id, p_version);
     END IF;
 
-    IF p_function_name !~ '^policy_[0-9a-f]{16}$' THEN
-        RAISE EXCEPTION 'invalid compiled function name %', p_function_name USING ERRCODE = '22023';
-    END IF;
-
-    -- PostgreSQL, not our compiler, has the last word on the generated code
-    BEGIN
-        EXECUTE p_compiled_sql;
-    EXCEPTION WHEN OTHERS THEN
-        RAISE EXCEPTION 'PostgreSQL rejected the compiled policy %: %', p_version, SQLERRM
-            USING ERRCODE = 'MG500',
-                  HINT = 'this is a memgov compiler bug: run `memgov compile` and report the output';
-    END;
-    SELECT string_agg(f, ', ') INTO v_missing
-      FROM unnest(ARRAY[p_function_name, p_function_name || '_explain', p_function_name || '_retention']) AS f
-     WHERE to_regproc('memgov.' || f) IS NULL;
-    IF v_missing IS NOT NULL THEN
-        RAISE EXCEPTION 'the compiled policy did not create %', v_missing USING ERRCODE = 'MG500';
-    END IF;
+    FOR v_function IN
+        SELECT f.name, f.args, f.types, f.returns, f.body
+          FROM (VALUES
+                (p_function_name, 'p_item memgov.long_term_memory_items, p_operation text, p_actor text',
+                 'memgov.long_term_memory_items, text, text', 'memgov.decision', p_decide_body),
+                (p_function_name || '_explain', 'p_item memgov.long_term_memory_items, p_operation text, p_actor text',
+                 'memgov.long_term_memory_items, text, text', 'jsonb', p_explain_body),
+                (p_function_name || '_retention', 'p_item memgov.long_term_memory_items',
+                 'memgov.long_term_memory_items', 'text', p_retention_body)) AS f(name, args, types, returns, body)
+    LOOP
+        IF v_function.body IS NULL THEN
+            RAISE EXCEPTION 'the compiled policy has no body for %', v_function.name USING ERRCODE = '22023';
+        END IF;
+        BEGIN
+            EXECUTE format('CREATE OR REPLACE FUNCTION memgov.%I(%s) RETURNS %s '
+                           'LANGUAGE plpgsql STABLE PARALLEL SAFE SECURITY DEFINER AS %L',
+                           v_function.name, v_function.args, v_function.returns, v_function.body);
+        EXCEPTION WHEN OTHERS THEN
+            RAISE EXCEPTION 'PostgreSQL rejected the compiled policy %: %', p_version, SQLERRM
+                USING ERRCODE = 'MG500',
+                      HINT = 'this is a memgov compiler bug: run `memgov compile` and report the output';
+        END;
+        EXECUTE format('ALTER FUNCTION memgov.%I(%s) OWNER TO memgov_policy', v_function.name, v_function.types);
+        EXECUTE format('COMMENT ON FUNCTION memgov.%I(%s) IS %L', v_function.name, v_function.types,
+                       format('memgov policy %s (%s), sha256 %s', p_version, p_org_id, p_sha256));
+        v_compiled := v_compiled || pg_get_functiondef(
+            format('memgov.%I(%s)', v_function.name, v_function.types)::regprocedure) || E';\n\n';
+    END LOOP;
 
     INSERT INTO memgov.policy_versions
            (org_id, version, sha256, mode, function_name, source_yaml, compiled_sql, settings, deployed_by)
-    VALUES (p_org_id, p_version, p_sha256, p_mode, p_function_name, p_source_yaml, p_compiled_sql,
+    VALUES (p_org_id, p_version, p_sha256, p_mode, p_function_name, p_source_yaml, v_compiled,
             p_settings, session_user);
 
     INSERT INTO memgov.memory_policy_rules
@@ -709,47 +777,56 @@ BEGIN
 END
 $$;
 
--- Dry run: the decision the active policy takes on an item, writing nothing.
+-- Dry run: the decision the active policy takes on an item of the caller's tenant,
+-- for the caller's role, writing nothing.
 CREATE FUNCTION memgov.evaluate(item jsonb, operation text DEFAULT 'remember')
 RETURNS jsonb
-LANGUAGE sql STABLE
+LANGUAGE plpgsql STABLE
+SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
-    SELECT memgov.decision_json(
-        memgov.decide(memgov.item_from_json(item), memgov.check_operation(operation), current_user::text))
+DECLARE
+    v_item  memgov.long_term_memory_items := memgov.item_from_json(item);
+BEGIN
+    IF v_item.org_id IS NOT NULL THEN  -- without one, the global policy decides: every tenant sees it
+        PERFORM memgov.check_tenant(v_item.org_id);
+    END IF;
+    RETURN memgov.decision_json(memgov.decide(v_item, memgov.check_operation(operation), memgov.invoker_role()));
+END
 $$;
 
 -- Dry run with reasons: the decision plus, for every write rule, whether it matched
 -- and the first condition that failed.
 CREATE FUNCTION memgov.explain(item jsonb, operation text DEFAULT 'remember')
 RETURNS jsonb
-LANGUAGE sql STABLE
+LANGUAGE plpgsql STABLE
+SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
-    SELECT memgov.evaluate(item, operation)
+DECLARE
+    v_item  memgov.long_term_memory_items := memgov.item_from_json(item);
+BEGIN
+    IF v_item.org_id IS NOT NULL THEN  -- without one, the global policy decides: every tenant sees it
+        PERFORM memgov.check_tenant(v_item.org_id);
+    END IF;
+    RETURN memgov.decision_json(memgov.decide(v_item, memgov.check_operation(operation), memgov.invoker_role()))
            || jsonb_build_object('rules',
-                  memgov.explain_decision(memgov.item_from_json(item),
-                                          memgov.check_operation(operation), current_user::text))
+                  memgov.explain_decision(v_item, memgov.check_operation(operation), memgov.invoker_role()));
+END
 $$;
 
--- Privileges: deploying is memgov_admin's; the dry runs are every memgov role's.
--- The decision functions (dispatchers, compiled policies) stay executable by
--- PUBLIC: they write nothing, and evaluate() and the triggers call them.
-REVOKE EXECUTE ON FUNCTION
-    memgov.rebuild_dispatch(),
-    memgov.activate_policy(text, text),
-    memgov.install_policy(text, text, text, text, text, text, text, jsonb, jsonb),
-    memgov.rollback_policy(text, text),
-    memgov.evaluate(jsonb, text),
-    memgov.explain(jsonb, text)
-    FROM PUBLIC;
+-- Privileges: deploying is memgov_admin's; the dry runs are every memgov role's, for its
+-- own tenant (admins: any). Everything else here is the engine's.
 GRANT EXECUTE ON FUNCTION
     memgov.activate_policy(text, text),
-    memgov.install_policy(text, text, text, text, text, text, text, jsonb, jsonb),
+    memgov.install_policy(text, text, text, text, text, text, text, text, text, jsonb, jsonb),
     memgov.rollback_policy(text, text)
     TO memgov_admin;
 GRANT EXECUTE ON FUNCTION memgov.evaluate(jsonb, text), memgov.explain(jsonb, text)
     TO memgov_writer, memgov_reviewer, memgov_admin;
+-- the compiled policies run as memgov_policy and call what it may execute
+GRANT EXECUTE ON FUNCTION memgov.no_policy_decision(), memgov.decision_json(memgov.decision)
+    TO memgov_policy;
 
 RESET ROLE;
 
@@ -761,7 +838,11 @@ DECLARE
     v_function oid;
 BEGIN
     FOR v_function IN
-        SELECT p.oid FROM pg_catalog.pg_proc p WHERE p.pronamespace = 'memgov'::regnamespace
+        SELECT p.oid FROM pg_catalog.pg_proc p
+         WHERE p.pronamespace = 'memgov'::regnamespace
+           -- the foundation's own functions stay with it
+           AND p.proname <> ALL (ARRAY['is_tenant_id', 'invoker_role', 'is_admin', 'login_is_bound',
+                                       'session_tenant', 'check_tenant', 'grant_tenant', 'revoke_tenant'])
     LOOP
         -- CASCADE: SQL-standard function bodies depend on each other
         IF EXISTS (SELECT FROM pg_catalog.pg_proc WHERE oid = v_function) THEN

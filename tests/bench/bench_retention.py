@@ -103,12 +103,22 @@ SELECT 't' || (g %% 10), 'p' || (g %% 50), 'agent',
 """
 
 
+APPEND_ONLY = ("decision_log", "decision_log_seals", "decision_log_archives")
+
+
 def reset(conn: psycopg.Connection[Any]) -> None:
-    """Empty the governed table and the logs (a superuser may TRUNCATE them)."""
-    conn.execute(
-        "TRUNCATE memgov.long_term_memory_items, memgov.deletion_log, memgov.maintenance_runs,"
-        " memgov.decision_log, bench.bare, bench.bare_log"
-    )
+    """Empty the governed table and the logs (a superuser may TRUNCATE them; the append-only
+    decision log and its seals once their guard trigger is lifted for the transaction)."""
+    with conn.transaction():
+        for table in APPEND_ONLY:
+            conn.execute(f"ALTER TABLE memgov.{table} DISABLE TRIGGER refuse_truncate")
+        conn.execute(
+            "TRUNCATE memgov.long_term_memory_items, memgov.deletion_log, memgov.maintenance_runs,"
+            " memgov.decision_log, memgov.decision_log_seals, memgov.decision_log_archives,"
+            " bench.bare, bench.bare_log"
+        )
+        for table in APPEND_ONLY:
+            conn.execute(f"ALTER TABLE memgov.{table} ENABLE ALWAYS TRIGGER refuse_truncate")
 
 
 def fill(conn: psycopg.Connection[Any], rows: int) -> None:

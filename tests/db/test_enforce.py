@@ -8,7 +8,7 @@ from typing import Any
 
 import psycopg
 import pytest
-from psycopg import errors
+from psycopg import errors, sql
 from psycopg.types.json import Jsonb
 
 from memgov_pg.compiler import compile_policy
@@ -116,7 +116,10 @@ def test_insert_deny_raises_mg403_naming_rule_and_reasons(writer, admin):
 
 def test_insert_require_approval_stores_pending_row_and_request(writer, admin, memgov_dsn):
     with psycopg.connect(memgov_dsn, autocommit=True) as listener:
-        listener.execute("LISTEN memgov_approvals")
+        listener.execute("SET ROLE memgov_reviewer")
+        listener.execute("SET memgov.org_id = 'acme'")
+        (channel,) = listener.execute("SELECT memgov.approval_channel()").fetchone()
+        listener.execute(sql.SQL("LISTEN {}").format(sql.Identifier(channel)))
         notices: list[str | None] = []
         writer.add_notice_handler(lambda diag: notices.append(diag.sqlstate))
         memory_id, status = insert(writer, "HOLDME a fact").fetchone()
@@ -127,7 +130,7 @@ def test_insert_require_approval_stores_pending_row_and_request(writer, admin, m
         assert request[1:] == (memory_id, "remember", "pending", "memgov_writer")
         assert notices == ["MG201"]
         notify = next(listener.notifies(timeout=5, stop_after=1))
-        assert notify.channel == "memgov_approvals" and notify.payload == str(request[0])
+        assert notify.channel == channel and notify.payload == str(request[0])
 
 
 def test_insert_quarantine_diverts_the_payload_and_stores_nothing(writer, admin):
@@ -180,9 +183,10 @@ def test_update_quarantined_leaves_the_row(writer, admin):
     assert admin.execute("SELECT operation FROM memgov.quarantine").fetchone() == ("update",)
 
 
-def test_update_never_changes_status(writer, admin):
+def test_a_pending_memory_is_frozen(writer, admin):
     insert(writer, "HOLDME pending")
-    writer.execute("UPDATE memgov.long_term_memory_items SET confidence = 0.5")
+    with raises_sqlstate("MG409"):
+        writer.execute("UPDATE memgov.long_term_memory_items SET confidence = 0.5")
     assert items(admin) == {"HOLDME pending": "pending_approval"}
 
 
@@ -193,25 +197,46 @@ def test_update_cannot_move_a_memory_to_another_tenant(admin):
 
 
 # -- DELETE (forget) ---------------------------------------------------------------------
+# Writers forget through memgov.forget(): a table-level DELETE would also let them LOCK
+# the table against every tenant. A DELETE by a role that has the privilege (a superuser,
+# here) is decided all the same.
 
 
-def test_delete_allow_deletes(writer, admin):
+def forget(conn: psycopg.Connection[Any], memory_id: uuid.UUID) -> Any:
+    return conn.execute("SELECT memgov.forget(%s)", (memory_id,)).fetchone()[0]
+
+
+def test_writers_have_no_delete(writer, admin):
     seed(admin, "fact")
-    assert writer.execute("DELETE FROM memgov.long_term_memory_items").rowcount == 1
+    with raises_sqlstate("42501"):
+        writer.execute("DELETE FROM memgov.long_term_memory_items")
+    assert list(items(admin)) == ["fact"]
+
+
+def test_forget_allow_deletes(writer, admin):
+    memory_id = seed(admin, "fact")
+    assert forget(writer, memory_id)["action"] == "allow"
     assert items(admin) == {}
     assert log(admin)[-1][:2] == ("forget", "allow")
 
 
-def test_delete_deny_keeps_the_row(writer, admin):
-    seed(admin, "DENYME stored earlier")
+def test_forget_deny_keeps_the_row(writer, admin):
+    memory_id = seed(admin, "DENYME stored earlier")
     with raises_sqlstate("MG403"):
-        writer.execute("DELETE FROM memgov.long_term_memory_items")
+        forget(writer, memory_id)
     assert list(items(admin)) == ["DENYME stored earlier"]
 
 
-def test_delete_held_until_approved(writer, reviewer, admin):
-    seed(admin, "HOLDME stored earlier")
-    assert writer.execute("DELETE FROM memgov.long_term_memory_items").rowcount == 0
+def test_plain_delete_is_decided_too(admin):
+    seed(admin, "DENYME stored earlier")
+    with raises_sqlstate("MG403"):
+        admin.execute("DELETE FROM memgov.long_term_memory_items")
+    assert list(items(admin)) == ["DENYME stored earlier"]
+
+
+def test_forget_held_until_approved(writer, reviewer, admin):
+    memory_id = seed(admin, "HOLDME stored earlier")
+    assert forget(writer, memory_id)["action"] == "require_approval"
     assert list(items(admin)) == ["HOLDME stored earlier"]
     (request_id,) = admin.execute(
         "SELECT request_id FROM memgov.approval_requests WHERE operation = 'forget'"
@@ -220,9 +245,9 @@ def test_delete_held_until_approved(writer, reviewer, admin):
     assert items(admin) == {}
 
 
-def test_delete_quarantined_keeps_the_row(writer, admin):
-    seed(admin, "QUARANTINEME stored earlier")
-    assert writer.execute("DELETE FROM memgov.long_term_memory_items").rowcount == 0
+def test_forget_quarantined_keeps_the_row(writer, admin):
+    memory_id = seed(admin, "QUARANTINEME stored earlier")
+    assert forget(writer, memory_id)["action"] == "quarantine"
     assert list(items(admin)) == ["QUARANTINEME stored earlier"]
 
 
@@ -296,7 +321,9 @@ def test_writer_cannot_call_the_engine_or_review(writer):
     with pytest.raises(errors.InsufficientPrivilege):
         writer.execute("SELECT memgov.approve(gen_random_uuid())")
     with raises_sqlstate("42501"):
-        writer.execute("SELECT memgov.govern_write('remember', NULL::memgov.long_term_memory_items, 'x')")
+        writer.execute(
+            "SELECT memgov.record_write('remember', NULL::memgov.long_term_memory_items, 'x', NULL::memgov.decision)"
+        )
     with pytest.raises(errors.InsufficientPrivilege):
         writer.execute("DELETE FROM memgov.decision_log")
 

@@ -123,7 +123,7 @@ def test_dry_run_reports_what_would_go_and_deletes_nothing(admin, memgov_dsn):
 def test_run_while_another_holds_the_lock_is_one_line(admin, memgov_dsn):
     seed(admin, 2)
     with psycopg.connect(memgov_dsn, autocommit=True) as holder:
-        holder.execute("SELECT pg_advisory_lock(hashtext('memgov.run_maintenance'))")
+        holder.execute("SELECT memgov.claim_maintenance()")  # what a run in progress holds
         result = run_memgov("retention", "run", "--dsn", memgov_dsn)
         assert_one_line_error(result, "another maintenance run is in progress", str(holder.info.backend_pid))
     assert count(admin) == 2
@@ -232,7 +232,7 @@ def test_status_reports_a_killed_run_as_interrupted(admin, memgov_dsn):
     status = json.loads(run_memgov("status", "--dsn", memgov_dsn, "--json").stdout)
     assert status["last_maintenance_run"]["status"] == "interrupted"
     with psycopg.connect(memgov_dsn, autocommit=True) as holder:
-        holder.execute("SELECT pg_advisory_lock(hashtext('memgov.run_maintenance'))")
+        holder.execute("SELECT memgov.claim_maintenance()")  # what a run in progress holds
         status = json.loads(run_memgov("status", "--dsn", memgov_dsn, "--json").stdout)
         assert status["last_maintenance_run"]["status"] == "running"
 

@@ -1,0 +1,108 @@
+"""The sealed decision log: ``memgov verify-log``.
+
+The log and its hash chain are SQL (sql/080_audit.sql): ``memgov.run_maintenance()``
+seals new rows, ``memgov.verify_decision_log()`` recomputes the chain. This
+module only asks for the verification and says what it found.
+
+An anchor (``SEAL_ID:HASH``) is a seal's hash kept outside the database: the
+chain proves that nothing changed since it was sealed only against those who
+cannot rewrite it; a superuser or memgov_owner can, and only a hash kept
+elsewhere shows that they did.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from .db import connect
+from .errors import MemgovError
+from .resources import query
+from .retention import SchemaMissing, require_schema
+
+_ANCHOR = re.compile(r"([1-9][0-9]{0,17}):([0-9a-fA-F]{64})")
+
+
+class InvalidAnchor(MemgovError):
+    """An --anchor that is not SEAL_ID:HASH: a usage error (exit 2, like click's)."""
+
+    exit_code = 2
+
+
+@dataclass(frozen=True)
+class Anchor:
+    """A seal's hash as recorded outside the database."""
+
+    seal_id: int
+    hash: str
+
+    def __str__(self) -> str:
+        return f"{self.seal_id}:{self.hash}"
+
+
+def parse_anchor(value: str) -> Anchor:
+    """``SEAL_ID:HASH`` (the 64 hex digits `memgov verify-log` prints) as an Anchor."""
+    match = _ANCHOR.fullmatch(value.strip())
+    if match is None:
+        raise InvalidAnchor(f"--anchor {value[:80]!r} is not SEAL_ID:HASH (a seal number and 64 hex digits)")
+    return Anchor(int(match.group(1)), match.group(2).lower())
+
+
+def verify(dsn: str, anchor: Anchor | None = None) -> dict[str, Any]:
+    """``memgov.verify_decision_log()``: the chain recomputed (memgov_admin or a superuser)."""
+    with connect(dsn, autocommit=True) as conn:
+        require_schema(conn)
+        installed = conn.execute(query("audit_installed")).fetchone()
+        if not (installed and installed[0]):
+            raise SchemaMissing(
+                f"database {conn.info.dbname} has no sealed decision log yet: run `memgov migrate` first"
+            )
+        row = conn.execute(
+            query("verify_decision_log"),
+            {"anchor_seal_id": anchor.seal_id if anchor else None, "anchor_hash": anchor.hash if anchor else None},
+        ).fetchone()
+    assert row is not None
+    report: dict[str, Any] = row[0]
+    return report
+
+
+def describe_break(found: dict[str, Any]) -> str:
+    """The first break as one line: where, what, and what it means."""
+    where = []
+    if found.get("seal_id") is not None:
+        where.append(f"seal {found['seal_id']}")
+    if found.get("decision_id") is not None:
+        where.append(f"decision_id {found['decision_id']}")
+    place = ", ".join(where) or "the log"
+    return f"{place}: {found['problem']} ({found.get('detail') or 'differs from what was sealed'})"
+
+
+def report_lines(report: dict[str, Any]) -> list[str]:
+    """What `memgov verify-log` prints."""
+    lines = []
+    archived = report.get("archived") or {}
+    if report["ok"]:
+        lines.append(f"decision log intact: {report['seals']} seals over {report['rows']} rows verified")
+    else:
+        lines.append(f"decision log BROKEN at {describe_break(report['first_break'])}")
+        lines.append(f"  verified before the break: {report['seals']} seals, {report['rows']} rows")
+    if archived.get("archives"):
+        lines.append(
+            f"  archived: {archived['rows']} rows in {archived['seals']} seals "
+            f"({archived['archives']} archive runs); the chain goes on from the last one"
+        )
+    lines.append(f"  not yet sealed: {report['unsealed_rows']} rows (the next `memgov retention run` seals them)")
+    if report.get("last_seal_id") is not None:
+        lines.append(
+            f"  last seal {report['last_seal_id']}: {report['last_hash']} "
+            "(keep it outside the database; check it later with --anchor "
+            f"{report['last_seal_id']}:{report['last_hash']})"
+        )
+    else:
+        lines.append("  no seal yet: `memgov retention run` (or the pg_cron job) seals the log")
+    if report.get("anchor") == "archived":
+        lines.append("  anchor: that seal was archived with its rows; its hash can no longer be checked")
+    elif report.get("anchor") == "matched":
+        lines.append("  anchor: matched")
+    return lines

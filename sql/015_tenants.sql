@@ -1,0 +1,152 @@
+-- memgov: who acts, and in which tenant.
+--
+-- Who: `session_user` is the login; memgov.invoker_role() is the role it acts
+-- as (its SET ROLE, else the login). memgov's SECURITY DEFINER functions run as
+-- memgov_owner but decide, log and check on behalf of that role and login,
+-- never of current_user.
+--
+-- Which tenant: memgov.session_tenant() is the session's memgov.org_id
+-- (SET [LOCAL] memgov.org_id = '...') when it is a valid tenant id and, for a
+-- login bound to tenants (memgov.tenant_grants), one of its tenants; otherwise
+-- NULL. Row level security (sql/060_security.sql) and every memgov function
+-- hold writers and reviewers to it.
+
+SET ROLE memgov_owner;
+
+-- Whether a text is a tenant id: a letter or digit, then up to 62 of letters,
+-- digits and . _ : - (never quotes, backslashes, whitespace or comment markers).
+CREATE FUNCTION memgov.is_tenant_id(p_org_id text)
+RETURNS boolean
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT coalesce(p_org_id ~ '^[A-Za-z0-9][A-Za-z0-9._:-]{0,62}$', false)
+$$;
+
+-- The role on whose behalf memgov's SECURITY DEFINER functions act (their current_user is memgov_owner).
+-- (No SET clause: it is inlined into its callers, whose search_path is pinned.)
+CREATE FUNCTION memgov.invoker_role()
+RETURNS text
+LANGUAGE sql STABLE PARALLEL SAFE
+AS $$
+    SELECT coalesce(nullif(pg_catalog.current_setting('role'), 'none'), session_user::text)
+$$;
+
+-- Whether the invoking role works across tenants (memgov_admin, superusers).
+CREATE FUNCTION memgov.is_admin()
+RETURNS boolean
+LANGUAGE sql STABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT pg_has_role(memgov.invoker_role(), 'memgov_admin', 'MEMBER')
+$$;
+
+-- Whether the login is bound to tenants: it is, or is a member of, a role with a tenant grant.
+-- Superusers are never bound.
+CREATE FUNCTION memgov.login_is_bound()
+RETURNS boolean
+LANGUAGE sql STABLE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT NOT r.rolsuper
+           AND EXISTS (SELECT FROM memgov.tenant_grants g
+                        WHERE coalesce(pg_has_role(session_user, to_regrole(g.role_name), 'MEMBER'), false))
+      FROM pg_catalog.pg_roles r
+     WHERE r.rolname = session_user
+$$;
+
+-- The tenant this session acts in (NULL: none; a writer or reviewer then sees nothing).
+CREATE FUNCTION memgov.session_tenant()
+RETURNS text
+LANGUAGE sql STABLE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT s.org_id
+      FROM (SELECT current_setting('memgov.org_id', true) AS org_id) AS s
+     WHERE memgov.is_tenant_id(s.org_id)
+       AND (NOT memgov.login_is_bound()
+            OR EXISTS (SELECT FROM memgov.tenant_grants g
+                        WHERE g.org_id = s.org_id
+                          AND coalesce(pg_has_role(session_user, to_regrole(g.role_name), 'MEMBER'), false)))
+$$;
+
+-- Raises 42501 unless the invoker may act in p_org_id: admins in any valid tenant,
+-- everybody else in the session's tenant only (for a bound login: one of its tenants).
+CREATE FUNCTION memgov.check_tenant(p_org_id text)
+RETURNS text
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_session  text := current_setting('memgov.org_id', true);
+BEGIN
+    IF NOT memgov.is_tenant_id(p_org_id) THEN
+        RAISE EXCEPTION 'memgov: % is not a tenant id', coalesce(quote_literal(p_org_id), 'NULL')
+            USING ERRCODE = '22023',
+                  HINT = 'a tenant id is a letter or digit followed by up to 62 letters, digits, ".", "_", ":" or "-"';
+    END IF;
+    IF memgov.is_admin() THEN
+        RETURN p_org_id;
+    END IF;
+    IF p_org_id IS DISTINCT FROM v_session THEN
+        RAISE EXCEPTION 'memgov: tenant % is not this session''s tenant (%)', p_org_id,
+                        coalesce(v_session, 'memgov.org_id unset')
+            USING ERRCODE = '42501',
+                  HINT = 'SET memgov.org_id to the tenant you act in; writes never reach another tenant';
+    END IF;
+    IF memgov.session_tenant() IS NULL THEN
+        RAISE EXCEPTION 'memgov: login % is not bound to tenant %', session_user, p_org_id
+            USING ERRCODE = '42501',
+                  HINT = 'an administrator binds logins to tenants: memgov tenant grant ROLE ORG';
+    END IF;
+    RETURN p_org_id;
+END
+$$;
+
+-- Binds a role (and the logins that are its members) to a tenant.
+CREATE FUNCTION memgov.grant_tenant(p_role text, p_org_id text)
+RETURNS jsonb
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF to_regrole(p_role) IS NULL THEN
+        RAISE EXCEPTION 'memgov: role % does not exist', coalesce(quote_ident(p_role), 'NULL')
+            USING ERRCODE = '42704', HINT = 'grant a tenant to an existing login or group role';
+    END IF;
+    IF NOT memgov.is_tenant_id(p_org_id) THEN
+        RAISE EXCEPTION 'memgov: % is not a tenant id', coalesce(quote_literal(p_org_id), 'NULL')
+            USING ERRCODE = '22023',
+                  HINT = 'a tenant id is a letter or digit followed by up to 62 letters, digits, ".", "_", ":" or "-"';
+    END IF;
+    INSERT INTO memgov.tenant_grants (role_name, org_id, granted_by)
+    VALUES (p_role, p_org_id, session_user)
+        ON CONFLICT (role_name, org_id) DO NOTHING;
+    RETURN jsonb_build_object('role', p_role, 'org_id', p_org_id, 'granted', FOUND);
+END
+$$;
+
+-- Removes a role's binding to a tenant (a role left with no grant is unbound again).
+CREATE FUNCTION memgov.revoke_tenant(p_role text, p_org_id text)
+RETURNS jsonb
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    DELETE FROM memgov.tenant_grants WHERE role_name = p_role AND org_id = p_org_id;
+    RETURN jsonb_build_object('role', p_role, 'org_id', p_org_id, 'revoked', FOUND,
+                              'still_bound', EXISTS (SELECT FROM memgov.tenant_grants WHERE role_name = p_role));
+END
+$$;
+
+-- Tenant ids in the tables that name tenants by hand ('*': the global policy)
+ALTER TABLE memgov.policy_versions
+    ADD CONSTRAINT policy_versions_tenant_id CHECK (org_id = '*' OR memgov.is_tenant_id(org_id));
+ALTER TABLE memgov.tenant_grants
+    ADD CONSTRAINT tenant_grants_tenant_id CHECK (memgov.is_tenant_id(org_id));
+
+RESET ROLE;

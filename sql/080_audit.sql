@@ -1,0 +1,589 @@
+-- memgov: the decision log is append-only and sealed into a hash chain.
+--
+-- A decision, once logged, is never changed or removed: UPDATE, DELETE and TRUNCATE of
+-- memgov.decision_log, of its seals and of its archive records are refused for every role,
+-- superusers and memgov_owner's own functions included (SQLSTATE 42501), by triggers that
+-- fire even under session_replication_role = replica (ENABLE ALWAYS). Rows leave only
+-- through memgov.archive_decision_log(before), which removes whole seals, oldest first, and
+-- records what it removed.
+--
+-- Sealing costs a writer a column default and nothing else: each row records the
+-- transaction that wrote it (xact_id). memgov.seal_decision_log(), run at the end of every
+-- memgov.run_maintenance(), takes as its horizon the oldest transaction still running (its
+-- snapshot's xmin): every transaction below it has committed or aborted, so no row of one
+-- can appear later. It seals exactly those rows, in (xact_id, decision_id) order, after the
+-- last row of the previous seal. A row whose transaction was still open waits for a later
+-- seal, however low the decision_id it took: late commits are never mistaken for tampering.
+-- Each seal keeps the ids and sha256 digests of its rows and
+--
+--     seal_hash = sha256(prev_hash || 'memgov-seal-v1 <seal_id> <after> <last> <ids>' || digests)
+--
+-- (the first seal's prev_hash is 32 zero bytes). memgov.verify_decision_log() recomputes
+-- it all and names the first altered, missing or extra row.
+--
+-- What this cannot stop: a superuser or memgov_owner may disable the triggers and rewrite
+-- the log and the chain alike. Keep the last seal's hash outside the database (memgov
+-- verify-log prints it, --anchor checks it later). docs/security.md says more.
+
+SET ROLE memgov_owner;
+
+-- Which transaction wrote each row: pg_current_xact_id() as a bigint (BRIN indexes bigint, not xid8).
+ALTER TABLE memgov.decision_log
+    ADD COLUMN xact_id bigint NOT NULL DEFAULT (pg_catalog.pg_current_xact_id())::text::bigint;
+COMMENT ON COLUMN memgov.decision_log.xact_id IS
+    'the transaction that wrote the row (pg_current_xact_id()); seals cover rows in (xact_id, decision_id) order';
+-- Appends arrive in transaction order: a BRIN index finds a seal's rows and costs writers next to nothing.
+CREATE INDEX decision_log_xact_id_idx ON memgov.decision_log USING brin (xact_id);
+
+-- The seals, a hash chain (global: org_id '*'). Seal n covers the rows after seal n-1's
+-- last row up to its own, in (xact_id, decision_id) order; after = (0, 0) for the first.
+CREATE TABLE memgov.decision_log_seals (
+    org_id             text        NOT NULL DEFAULT '*' CHECK (org_id = '*'),
+    seal_id            bigint      NOT NULL CHECK (seal_id > 0),
+    sealed_at          timestamptz NOT NULL DEFAULT now(),
+    sealed_by          text        NOT NULL,
+    sealed_login       text        NOT NULL DEFAULT session_user,
+    horizon_xact_id    bigint      NOT NULL,  -- every transaction below it had ended
+    after_xact_id      bigint      NOT NULL,
+    after_decision_id  bigint      NOT NULL,
+    last_xact_id       bigint      NOT NULL,
+    last_decision_id   bigint      NOT NULL,
+    row_count          integer     NOT NULL CHECK (row_count > 0),
+    decision_ids       bigint[]    NOT NULL,  -- in (xact_id, decision_id) order
+    row_digests        bytea       NOT NULL,  -- 32 bytes a row, in the order of decision_ids
+    last_decided_at    timestamptz NOT NULL,  -- the latest decided_at of its rows (archival)
+    prev_hash          bytea       NOT NULL,
+    seal_hash          bytea       NOT NULL,
+    PRIMARY KEY (org_id, seal_id)
+);
+COMMENT ON TABLE memgov.decision_log_seals IS
+    'Hash chain over memgov.decision_log: each seal covers a batch of rows and the previous seal';
+
+-- What memgov.archive_decision_log() removed: whole seals, the oldest first. Verification
+-- continues from the last one's hash and last row.
+CREATE TABLE memgov.decision_log_archives (
+    org_id             text        NOT NULL DEFAULT '*' CHECK (org_id = '*'),
+    archive_id         bigint      NOT NULL CHECK (archive_id > 0),
+    archived_at        timestamptz NOT NULL DEFAULT now(),
+    archived_by        text        NOT NULL,
+    archived_login     text        NOT NULL DEFAULT session_user,
+    archived_xact_id   bigint      NOT NULL DEFAULT (pg_catalog.pg_current_xact_id())::text::bigint,
+    decided_before     timestamptz NOT NULL,
+    first_seal_id      bigint      NOT NULL,
+    last_seal_id       bigint      NOT NULL,
+    last_xact_id       bigint      NOT NULL,
+    last_decision_id   bigint      NOT NULL,
+    row_count          bigint      NOT NULL,
+    last_hash          bytea       NOT NULL,
+    PRIMARY KEY (org_id, archive_id),
+    CHECK (last_seal_id >= first_seal_id)
+);
+COMMENT ON TABLE memgov.decision_log_archives IS
+    'Seals removed from the decision log by memgov.archive_decision_log, with the last removed seal''s hash';
+
+-- Refuses UPDATE, DELETE and TRUNCATE of the decision log, its seals and its archive records,
+-- for every role. It lets through only memgov.archive_decision_log()'s deletes of what that
+-- function has just recorded, in this very transaction, as archived.
+CREATE FUNCTION memgov.refuse_log_change()
+RETURNS trigger
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_archive  text;
+    v_allowed  boolean := false;
+BEGIN
+    -- current_user is memgov_owner only inside memgov's SECURITY DEFINER functions (no client
+    -- role is a member of it); memgov.archiving alone proves nothing: any session may set it
+    IF TG_OP = 'DELETE' AND current_user = 'memgov_owner' THEN
+        v_archive := current_setting('memgov.archiving', true);
+        IF v_archive ~ '^[1-9][0-9]{0,17}$' THEN
+            IF TG_TABLE_NAME = 'decision_log' THEN
+                v_allowed := EXISTS (
+                    SELECT FROM memgov.decision_log_archives a
+                     WHERE a.org_id = '*' AND a.archive_id = v_archive::bigint
+                       AND a.archived_xact_id = pg_current_xact_id_if_assigned()::text::bigint
+                       AND (OLD.xact_id, OLD.decision_id) <= (a.last_xact_id, a.last_decision_id));
+            ELSIF TG_TABLE_NAME = 'decision_log_seals' THEN
+                v_allowed := EXISTS (
+                    SELECT FROM memgov.decision_log_archives a
+                     WHERE a.org_id = '*' AND a.archive_id = v_archive::bigint
+                       AND a.archived_xact_id = pg_current_xact_id_if_assigned()::text::bigint
+                       AND OLD.seal_id <= a.last_seal_id);
+            END IF;
+        END IF;
+    END IF;
+    IF v_allowed THEN
+        RETURN OLD;
+    END IF;
+    RAISE EXCEPTION 'memgov: %.% is append-only: % refused', TG_TABLE_SCHEMA, TG_TABLE_NAME, TG_OP
+        USING ERRCODE = '42501',
+              HINT = 'logged decisions are never changed; sealed rows leave only through '
+                     'memgov.archive_decision_log(before), which records what it removes';
+END
+$$;
+
+CREATE TRIGGER refuse_change BEFORE UPDATE OR DELETE ON memgov.decision_log
+    FOR EACH ROW EXECUTE FUNCTION memgov.refuse_log_change();
+CREATE TRIGGER refuse_truncate BEFORE TRUNCATE ON memgov.decision_log
+    FOR EACH STATEMENT EXECUTE FUNCTION memgov.refuse_log_change();
+CREATE TRIGGER refuse_change BEFORE UPDATE OR DELETE ON memgov.decision_log_seals
+    FOR EACH ROW EXECUTE FUNCTION memgov.refuse_log_change();
+CREATE TRIGGER refuse_truncate BEFORE TRUNCATE ON memgov.decision_log_seals
+    FOR EACH STATEMENT EXECUTE FUNCTION memgov.refuse_log_change();
+CREATE TRIGGER refuse_change BEFORE UPDATE OR DELETE ON memgov.decision_log_archives
+    FOR EACH ROW EXECUTE FUNCTION memgov.refuse_log_change();
+CREATE TRIGGER refuse_truncate BEFORE TRUNCATE ON memgov.decision_log_archives
+    FOR EACH STATEMENT EXECUTE FUNCTION memgov.refuse_log_change();
+-- also under session_replication_role = replica, which would silence ordinary triggers
+ALTER TABLE memgov.decision_log          ENABLE ALWAYS TRIGGER refuse_change;
+ALTER TABLE memgov.decision_log          ENABLE ALWAYS TRIGGER refuse_truncate;
+ALTER TABLE memgov.decision_log_seals    ENABLE ALWAYS TRIGGER refuse_change;
+ALTER TABLE memgov.decision_log_seals    ENABLE ALWAYS TRIGGER refuse_truncate;
+ALTER TABLE memgov.decision_log_archives ENABLE ALWAYS TRIGGER refuse_change;
+ALTER TABLE memgov.decision_log_archives ENABLE ALWAYS TRIGGER refuse_truncate;
+
+-- The sha256 of one log row: all its columns as jsonb, NULLs left out (a column added later,
+-- NULL in old rows, leaves their digests as they were). Timestamps print in the session's
+-- TimeZone: every caller pins TimeZone = 'UTC'. (No SET clause, so that it is inlined.)
+CREATE FUNCTION memgov.decision_digest(p_row memgov.decision_log)
+RETURNS bytea
+LANGUAGE sql STABLE PARALLEL SAFE
+AS $$
+    SELECT pg_catalog.sha256(pg_catalog.convert_to(
+               pg_catalog.jsonb_strip_nulls(pg_catalog.to_jsonb(p_row))::text, 'UTF8'))
+$$;
+
+-- The hash of a seal: of the previous seal's hash, the seal's own header and its rows' digests.
+CREATE FUNCTION memgov.seal_hash(p_prev_hash bytea, p_seal_id bigint,
+                                 p_after_xact_id bigint, p_after_decision_id bigint,
+                                 p_last_xact_id bigint, p_last_decision_id bigint,
+                                 p_decision_ids bigint[], p_row_digests bytea)
+RETURNS bytea
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$
+    SELECT pg_catalog.sha256(
+               p_prev_hash
+               || pg_catalog.convert_to(pg_catalog.format('memgov-seal-v1 %s %s:%s %s:%s %s',
+                      p_seal_id, p_after_xact_id, p_after_decision_id, p_last_xact_id, p_last_decision_id,
+                      pg_catalog.array_to_string(p_decision_ids, ',')), 'UTF8')
+               || p_row_digests)
+$$;
+
+-- Seals the log's new rows: every row of a transaction older than all running ones, after
+-- the last seal, p_batch_rows a seal; returns what it sealed. memgov.run_maintenance() passes
+-- its run id: the run's summary then says how many rows it sealed (key 'sealed').
+CREATE FUNCTION memgov.seal_decision_log(p_batch_rows integer DEFAULT 10000, p_run_id bigint DEFAULT NULL)
+RETURNS jsonb
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+SET TimeZone = 'UTC'
+AS $$
+DECLARE
+    v_seal_id   bigint;
+    v_after_x   bigint;
+    v_after_d   bigint;
+    v_hash      bytea;
+    v_horizon   bigint;
+    v_next_xid  bigint;
+    v_count     integer;
+    v_ids       bigint[];
+    v_digests   bytea;
+    v_last_x    bigint;
+    v_decided   timestamptz;
+    v_new_hash  bytea;
+    v_rows      bigint := 0;
+    v_seals     integer := 0;
+BEGIN
+    IF p_batch_rows IS NULL OR p_batch_rows < 1 THEN
+        RAISE EXCEPTION 'memgov: p_batch_rows must be at least 1, not %', coalesce(p_batch_rows::text, 'NULL')
+            USING ERRCODE = '22023';
+    END IF;
+    -- one sealer or archiver at a time; clients may only read the seals, so none can hold
+    -- a lock that conflicts with this one
+    LOCK TABLE memgov.decision_log_seals IN SHARE ROW EXCLUSIVE MODE;
+    -- where the chain ends: its last seal, else the last archive, else nowhere yet
+    SELECT s.seal_id, s.last_xact_id, s.last_decision_id, s.seal_hash
+      INTO v_seal_id, v_after_x, v_after_d, v_hash
+      FROM memgov.decision_log_seals s
+     ORDER BY s.seal_id DESC
+     LIMIT 1;
+    IF NOT FOUND THEN
+        SELECT a.last_seal_id, a.last_xact_id, a.last_decision_id, a.last_hash
+          INTO v_seal_id, v_after_x, v_after_d, v_hash
+          FROM memgov.decision_log_archives a
+         ORDER BY a.archive_id DESC
+         LIMIT 1;
+        IF NOT FOUND THEN
+            v_seal_id := 0;
+            v_after_x := 0;
+            v_after_d := 0;
+            v_hash := decode(repeat('00', 32), 'hex');
+        END IF;
+    END IF;
+    -- the horizon, from a snapshot taken now: the rows read below are read with a snapshot no
+    -- older than it, so every row of a transaction below the horizon is there to be sealed
+    SELECT pg_snapshot_xmin(s)::text::bigint, pg_snapshot_xmax(s)::text::bigint
+      INTO v_horizon, v_next_xid
+      FROM pg_current_snapshot() AS s;
+    IF v_after_x >= v_next_xid THEN
+        -- the chain ends in a transaction this cluster has not reached: a logical copy of the
+        -- database into another cluster (docs/security.md: restoring a sealed log)
+        RAISE WARNING 'memgov: the decision log''s last seal ends at transaction %, ahead of this cluster''s next transaction %; nothing sealed',
+                      v_after_x, v_next_xid
+            USING ERRCODE = 'MG409',
+                  HINT = 'a restored copy must start its transaction counter past the chain: see docs/security.md';
+        v_horizon := 0;
+    END IF;
+    LOOP
+        SELECT count(*)::integer,
+               array_agg(b.decision_id ORDER BY b.xact_id, b.decision_id),
+               string_agg(b.digest, ''::bytea ORDER BY b.xact_id, b.decision_id),
+               max(b.xact_id),
+               max(b.decided_at)
+          INTO v_count, v_ids, v_digests, v_last_x, v_decided
+          FROM (SELECT d.xact_id, d.decision_id, d.decided_at, memgov.decision_digest(d) AS digest
+                  FROM memgov.decision_log d
+                 WHERE d.xact_id >= v_after_x AND d.xact_id < v_horizon
+                   AND (d.xact_id, d.decision_id) > (v_after_x, v_after_d)
+                 ORDER BY d.xact_id, d.decision_id
+                 LIMIT p_batch_rows) AS b;
+        EXIT WHEN v_count = 0;
+        v_seal_id := v_seal_id + 1;
+        v_new_hash := memgov.seal_hash(v_hash, v_seal_id, v_after_x, v_after_d, v_last_x, v_ids[v_count],
+                                       v_ids, v_digests);
+        INSERT INTO memgov.decision_log_seals
+               (seal_id, sealed_by, horizon_xact_id, after_xact_id, after_decision_id, last_xact_id,
+                last_decision_id, row_count, decision_ids, row_digests, last_decided_at, prev_hash, seal_hash)
+        VALUES (v_seal_id, memgov.invoker_role(), v_horizon, v_after_x, v_after_d, v_last_x,
+                v_ids[v_count], v_count, v_ids, v_digests, v_decided, v_hash, v_new_hash);
+        v_hash := v_new_hash;
+        v_after_x := v_last_x;
+        v_after_d := v_ids[v_count];
+        v_rows := v_rows + v_count;
+        v_seals := v_seals + 1;
+        EXIT WHEN v_count < p_batch_rows;
+    END LOOP;
+    IF p_run_id IS NOT NULL THEN
+        UPDATE memgov.maintenance_runs
+           SET summary = summary || jsonb_build_object('sealed', v_rows)
+         WHERE org_id = '*' AND run_id = p_run_id AND status = 'running';
+    END IF;
+    RETURN jsonb_build_object('sealed', v_rows, 'seals', v_seals, 'last_seal_id', nullif(v_seal_id, 0),
+                              'last_hash', CASE WHEN v_seal_id > 0 THEN encode(v_hash, 'hex') END,
+                              'horizon_xact_id', v_horizon);
+END
+$$;
+
+-- Recomputes the chain: every seal in sequence, continuing the previous one (or the last
+-- archive), its hash its own, its rows exactly the rows now in its range with the digests
+-- it recorded; no row left before the chain's start, none after its end that the last
+-- seal should have covered. Returns
+--   {"ok", "seals", "rows", "first_break": {"seal_id", "decision_id", "problem", "detail"} | null,
+--    "last_seal_id", "last_hash", "unsealed_rows", "archived": {...}, "anchor": ...}
+-- problem: 'altered' (the row, or with decision_id null the seal, differs from what was
+-- sealed), 'missing' (a sealed row or seal is gone), 'extra' (a row no seal accounts for).
+-- p_anchor_seal_id / p_anchor_hash: a seal's hash kept outside the database; a different
+-- hash there is a break (the chain was rewritten).
+CREATE FUNCTION memgov.verify_decision_log(p_anchor_seal_id bigint DEFAULT NULL, p_anchor_hash text DEFAULT NULL)
+RETURNS jsonb
+LANGUAGE plpgsql STABLE  -- one snapshot for every statement: seals and rows as of one moment
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+SET TimeZone = 'UTC'
+AS $$
+DECLARE
+    v_archive     memgov.decision_log_archives;
+    v_seal        memgov.decision_log_seals;
+    v_hash        bytea := decode(repeat('00', 32), 'hex');
+    v_next_seal   bigint := 1;
+    v_after_x     bigint := 0;
+    v_after_d     bigint := 0;
+    v_horizon     bigint := 0;
+    v_next_xid    bigint := pg_snapshot_xmax(pg_current_snapshot())::text::bigint;
+    v_break       jsonb;
+    v_anchor      text;
+    v_seals       bigint := 0;
+    v_rows        bigint := 0;
+    v_archives    integer := 0;
+    v_arch_seals  bigint := 0;
+    v_arch_rows   bigint := 0;
+    v_ids         bigint[];
+    v_digests     bytea;
+    v_stored      bigint;
+    v_actual      bigint;
+    v_id          bigint;
+    v_last_id     bigint;
+    v_last_hash   bytea;
+    v_end_x       bigint;
+    v_end_d       bigint;
+    v_unsealed    bigint;
+BEGIN
+    IF (p_anchor_seal_id IS NULL) <> (p_anchor_hash IS NULL)
+       OR (p_anchor_hash IS NOT NULL AND p_anchor_hash !~ '^[0-9A-Fa-f]{64}$') THEN
+        RAISE EXCEPTION 'memgov: an anchor is a seal id and that seal''s 64-digit hex hash'
+            USING ERRCODE = '22023';
+    END IF;
+    v_anchor := CASE WHEN p_anchor_seal_id IS NOT NULL THEN 'not reached' END;
+
+    -- the archives: each continues the previous one; the chain goes on from the last
+    FOR v_archive IN SELECT * FROM memgov.decision_log_archives a ORDER BY a.archive_id LOOP
+        IF v_archive.archive_id <> v_archives + 1 OR v_archive.first_seal_id <> v_next_seal THEN
+            v_break := jsonb_build_object('seal_id', v_next_seal, 'decision_id', NULL, 'problem', 'missing',
+                'detail', format('archive record %s does not continue the chain at seal %s',
+                                 v_archive.archive_id, v_next_seal));
+            EXIT;
+        END IF;
+        IF p_anchor_seal_id BETWEEN v_archive.first_seal_id AND v_archive.last_seal_id THEN
+            IF p_anchor_seal_id = v_archive.last_seal_id THEN
+                IF v_archive.last_hash <> decode(lower(p_anchor_hash), 'hex') THEN
+                    v_break := jsonb_build_object('seal_id', p_anchor_seal_id, 'decision_id', NULL,
+                        'problem', 'altered', 'detail', format(
+                            'archived seal %s has a different hash than its anchor: the chain was rewritten',
+                            p_anchor_seal_id));
+                    EXIT;
+                END IF;
+                v_anchor := 'matched';
+            ELSE
+                v_anchor := 'archived';  -- its hash went with its rows
+            END IF;
+        END IF;
+        v_archives := v_archives + 1;
+        v_arch_seals := v_arch_seals + (v_archive.last_seal_id - v_archive.first_seal_id + 1);
+        v_arch_rows := v_arch_rows + v_archive.row_count;
+        v_next_seal := v_archive.last_seal_id + 1;
+        v_hash := v_archive.last_hash;
+        v_after_x := v_archive.last_xact_id;
+        v_after_d := v_archive.last_decision_id;
+    END LOOP;
+
+    -- nothing left of what was archived
+    IF v_break IS NULL AND v_archives > 0 THEN
+        SELECT d.decision_id INTO v_id
+          FROM memgov.decision_log d
+         WHERE d.xact_id <= v_after_x AND (d.xact_id, d.decision_id) <= (v_after_x, v_after_d)
+         ORDER BY d.xact_id, d.decision_id
+         LIMIT 1;
+        IF FOUND THEN
+            v_break := jsonb_build_object('seal_id', NULL, 'decision_id', v_id, 'problem', 'extra',
+                'detail', 'a row lies in the archived part of the log');
+        END IF;
+    END IF;
+
+    -- the seals, in sequence
+    IF v_break IS NULL THEN
+        FOR v_seal IN SELECT * FROM memgov.decision_log_seals s ORDER BY s.seal_id LOOP
+            IF v_seal.seal_id <> v_next_seal THEN
+                v_break := jsonb_build_object('seal_id', v_next_seal, 'decision_id', NULL, 'problem', 'missing',
+                    'detail', format('seal %s is gone', v_next_seal));
+                EXIT;
+            END IF;
+            IF v_seal.prev_hash <> v_hash
+               OR (v_seal.after_xact_id, v_seal.after_decision_id) <> (v_after_x, v_after_d) THEN
+                v_break := jsonb_build_object('seal_id', v_seal.seal_id, 'decision_id', NULL, 'problem', 'altered',
+                    'detail', 'the seal does not continue the previous one');
+                EXIT;
+            END IF;
+            IF coalesce(array_length(v_seal.decision_ids, 1), 0) <> v_seal.row_count
+               OR length(v_seal.row_digests) <> 32 * v_seal.row_count
+               OR v_seal.decision_ids[v_seal.row_count] <> v_seal.last_decision_id
+               OR memgov.seal_hash(v_seal.prev_hash, v_seal.seal_id, v_seal.after_xact_id,
+                                   v_seal.after_decision_id, v_seal.last_xact_id, v_seal.last_decision_id,
+                                   v_seal.decision_ids, v_seal.row_digests) <> v_seal.seal_hash THEN
+                v_break := jsonb_build_object('seal_id', v_seal.seal_id, 'decision_id', NULL, 'problem', 'altered',
+                    'detail', 'the seal record was altered');
+                EXIT;
+            END IF;
+            IF v_seal.seal_id = p_anchor_seal_id THEN
+                IF v_seal.seal_hash <> decode(lower(p_anchor_hash), 'hex') THEN
+                    v_break := jsonb_build_object('seal_id', v_seal.seal_id, 'decision_id', NULL, 'problem', 'altered',
+                        'detail', 'the seal''s hash differs from its anchor: the chain was rewritten');
+                    EXIT;
+                END IF;
+                v_anchor := 'matched';
+            END IF;
+            -- its rows as they are now, in the seal's order
+            SELECT array_agg(b.decision_id ORDER BY b.xact_id, b.decision_id),
+                   string_agg(b.digest, ''::bytea ORDER BY b.xact_id, b.decision_id)
+              INTO v_ids, v_digests
+              FROM (SELECT d.xact_id, d.decision_id, memgov.decision_digest(d) AS digest
+                      FROM memgov.decision_log d
+                     WHERE d.xact_id >= v_seal.after_xact_id AND d.xact_id <= v_seal.last_xact_id
+                       AND (d.xact_id, d.decision_id) > (v_seal.after_xact_id, v_seal.after_decision_id)
+                       AND (d.xact_id, d.decision_id) <= (v_seal.last_xact_id, v_seal.last_decision_id)) AS b;
+            IF v_ids IS DISTINCT FROM v_seal.decision_ids OR v_digests IS DISTINCT FROM v_seal.row_digests THEN
+                -- the first position where they part
+                FOR v_i IN 1 .. greatest(v_seal.row_count, coalesce(array_length(v_ids, 1), 0)) LOOP
+                    v_stored := v_seal.decision_ids[v_i];
+                    v_actual := v_ids[v_i];
+                    IF v_stored IS NOT DISTINCT FROM v_actual THEN
+                        CONTINUE WHEN substring(v_seal.row_digests FROM (v_i - 1) * 32 + 1 FOR 32)
+                                      = substring(v_digests FROM (v_i - 1) * 32 + 1 FOR 32);
+                        v_break := jsonb_build_object('seal_id', v_seal.seal_id, 'decision_id', v_stored,
+                            'problem', 'altered', 'detail', 'the row differs from what was sealed');
+                    ELSIF v_stored IS NOT NULL AND NOT (v_stored = ANY (coalesce(v_ids, '{}'))) THEN
+                        v_break := jsonb_build_object('seal_id', v_seal.seal_id, 'decision_id', v_stored,
+                            'problem', 'missing', 'detail', 'a sealed row is gone');
+                    ELSIF v_actual IS NOT NULL AND NOT (v_actual = ANY (v_seal.decision_ids)) THEN
+                        v_break := jsonb_build_object('seal_id', v_seal.seal_id, 'decision_id', v_actual,
+                            'problem', 'extra', 'detail', 'a row the seal does not account for');
+                    ELSE
+                        -- both ids are there, in another order: the row's xact_id was changed
+                        v_break := jsonb_build_object('seal_id', v_seal.seal_id, 'decision_id', v_stored,
+                            'problem', 'altered', 'detail', 'the row differs from what was sealed');
+                    END IF;
+                    EXIT;
+                END LOOP;
+                v_break := coalesce(v_break, jsonb_build_object('seal_id', v_seal.seal_id, 'decision_id', NULL,
+                    'problem', 'altered', 'detail', 'the rows differ from what was sealed'));
+                EXIT;
+            END IF;
+            v_seals := v_seals + 1;
+            v_rows := v_rows + v_seal.row_count;
+            v_next_seal := v_seal.seal_id + 1;
+            v_hash := v_seal.seal_hash;
+            v_after_x := v_seal.last_xact_id;
+            v_after_d := v_seal.last_decision_id;
+            v_horizon := v_seal.horizon_xact_id;
+        END LOOP;
+    END IF;
+
+    -- an anchor beyond the chain: the chain was cut back
+    IF v_break IS NULL AND v_anchor = 'not reached' THEN
+        v_break := jsonb_build_object('seal_id', p_anchor_seal_id, 'decision_id', NULL, 'problem', 'missing',
+            'detail', format('the anchored seal %s is gone: the chain was cut back', p_anchor_seal_id));
+    END IF;
+
+    -- after the chain: rows not sealed yet, unless the last seal would have covered them (their
+    -- transaction had ended before its horizon) or their transaction has not even begun
+    IF v_break IS NULL THEN
+        SELECT d.decision_id INTO v_id
+          FROM memgov.decision_log d
+         WHERE d.xact_id >= v_after_x AND (d.xact_id, d.decision_id) > (v_after_x, v_after_d)
+           AND (d.xact_id < v_horizon OR d.xact_id >= v_next_xid)
+         ORDER BY d.xact_id, d.decision_id
+         LIMIT 1;
+        IF FOUND THEN
+            v_break := jsonb_build_object('seal_id', NULL, 'decision_id', v_id, 'problem', 'extra',
+                'detail', 'a row after the last seal that its transaction id places before it');
+        END IF;
+    END IF;
+
+    -- the chain's end as recorded (what to anchor), and what lies after it
+    SELECT s.seal_id, s.seal_hash, s.last_xact_id, s.last_decision_id
+      INTO v_last_id, v_last_hash, v_end_x, v_end_d
+      FROM memgov.decision_log_seals s
+     ORDER BY s.seal_id DESC
+     LIMIT 1;
+    IF NOT FOUND THEN
+        SELECT a.last_seal_id, a.last_hash, a.last_xact_id, a.last_decision_id
+          INTO v_last_id, v_last_hash, v_end_x, v_end_d
+          FROM memgov.decision_log_archives a
+         ORDER BY a.archive_id DESC
+         LIMIT 1;
+    END IF;
+    SELECT count(*) INTO v_unsealed
+      FROM memgov.decision_log d
+     WHERE d.xact_id >= coalesce(v_end_x, 0)
+       AND (d.xact_id, d.decision_id) > (coalesce(v_end_x, 0), coalesce(v_end_d, 0));
+
+    RETURN jsonb_build_object(
+        'ok', v_break IS NULL,
+        'seals', v_seals,
+        'rows', v_rows,
+        'first_break', v_break,
+        'last_seal_id', v_last_id,
+        'last_hash', encode(v_last_hash, 'hex'),
+        'unsealed_rows', v_unsealed,
+        'archived', jsonb_build_object('archives', v_archives, 'seals', v_arch_seals, 'rows', v_arch_rows),
+        'anchor', v_anchor);
+END
+$$;
+
+-- Removes from the log the sealed rows decided before p_before: whole seals, the oldest first,
+-- while every row of a seal was decided before it. Refuses (MG409) when the log does not
+-- verify: archival never erases the evidence of a break. Records what it removed in
+-- memgov.decision_log_archives; verification goes on from there. Export the rows first.
+CREATE FUNCTION memgov.archive_decision_log(p_before timestamptz)
+RETURNS jsonb
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+SET TimeZone = 'UTC'
+AS $$
+DECLARE
+    v_report    jsonb;
+    v_first     bigint;
+    v_last      memgov.decision_log_seals;
+    v_rows      bigint;
+    v_archive   bigint;
+    v_deleted   bigint;
+BEGIN
+    IF p_before IS NULL THEN
+        RAISE EXCEPTION 'memgov: archive_decision_log needs a time: rows decided before it are archived'
+            USING ERRCODE = '22023';
+    END IF;
+    -- no seal is made while we archive
+    LOCK TABLE memgov.decision_log_seals IN SHARE ROW EXCLUSIVE MODE;
+    v_report := memgov.verify_decision_log();
+    IF NOT (v_report ->> 'ok')::boolean THEN
+        RAISE EXCEPTION 'memgov: the decision log does not verify (%); nothing archived', v_report -> 'first_break'
+            USING ERRCODE = 'MG409',
+                  HINT = 'run memgov verify-log and find out what changed; archiving would erase the evidence';
+    END IF;
+    SELECT min(s.seal_id) INTO v_first FROM memgov.decision_log_seals s;
+    -- the seals before the first one that holds a row decided at or after p_before
+    SELECT * INTO v_last
+      FROM memgov.decision_log_seals s
+     WHERE s.seal_id < coalesce((SELECT min(o.seal_id) FROM memgov.decision_log_seals o
+                                  WHERE o.last_decided_at >= p_before), s.seal_id + 1)
+     ORDER BY s.seal_id DESC
+     LIMIT 1;
+    IF NOT FOUND THEN
+        RETURN jsonb_build_object('archived_rows', 0, 'archived_seals', 0, 'archive_id', NULL,
+                                  'decided_before', p_before);
+    END IF;
+    SELECT sum(s.row_count) INTO v_rows FROM memgov.decision_log_seals s WHERE s.seal_id <= v_last.seal_id;
+    SELECT coalesce(max(a.archive_id), 0) + 1 INTO v_archive FROM memgov.decision_log_archives a;
+    INSERT INTO memgov.decision_log_archives
+           (archive_id, archived_by, decided_before, first_seal_id, last_seal_id, last_xact_id,
+            last_decision_id, row_count, last_hash)
+    VALUES (v_archive, memgov.invoker_role(), p_before, v_first, v_last.seal_id, v_last.last_xact_id,
+            v_last.last_decision_id, v_rows, v_last.seal_hash);
+    -- the guard triggers let this transaction delete what that record covers, and nothing else
+    PERFORM set_config('memgov.archiving', v_archive::text, true);
+    DELETE FROM memgov.decision_log d
+     WHERE d.xact_id <= v_last.last_xact_id
+       AND (d.xact_id, d.decision_id) <= (v_last.last_xact_id, v_last.last_decision_id);
+    GET DIAGNOSTICS v_deleted = ROW_COUNT;
+    DELETE FROM memgov.decision_log_seals s WHERE s.seal_id <= v_last.seal_id;
+    PERFORM set_config('memgov.archiving', '', true);
+    IF v_deleted <> v_rows THEN  -- cannot happen: the log verified a moment ago
+        RAISE EXCEPTION 'memgov: archiving found % rows where the seals hold %; nothing archived', v_deleted, v_rows
+            USING ERRCODE = 'MG409';
+    END IF;
+    RETURN jsonb_build_object('archive_id', v_archive, 'archived_rows', v_rows,
+                              'archived_seals', v_last.seal_id - v_first + 1,
+                              'first_seal_id', v_first, 'last_seal_id', v_last.seal_id,
+                              'last_hash', encode(v_last.seal_hash, 'hex'), 'decided_before', p_before);
+END
+$$;
+
+-- The chain is global, the log of every tenant: memgov_admin reads, seals, verifies, archives.
+REVOKE EXECUTE ON FUNCTION
+    memgov.refuse_log_change(),
+    memgov.decision_digest(memgov.decision_log),
+    memgov.seal_hash(bytea, bigint, bigint, bigint, bigint, bigint, bigint[], bytea),
+    memgov.seal_decision_log(integer, bigint),
+    memgov.verify_decision_log(bigint, text),
+    memgov.archive_decision_log(timestamptz)
+    FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION
+    memgov.seal_decision_log(integer, bigint),
+    memgov.verify_decision_log(bigint, text),
+    memgov.archive_decision_log(timestamptz)
+    TO memgov_admin;
+GRANT SELECT ON memgov.decision_log_seals, memgov.decision_log_archives TO memgov_admin;
+
+RESET ROLE;
