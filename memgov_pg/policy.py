@@ -801,6 +801,42 @@ _STRUCTURAL_REGEX_ERRORS: Final = (
 )
 
 
+#: The longest regex a policy may hold: patterns run on every governed write.
+MAX_REGEX_LENGTH: Final = 512
+
+
+def regex_cost_problem(pattern: str) -> str | None:
+    """Why a pattern could make a write slow, or None.
+
+    PostgreSQL matches a pattern without backreferences in time linear in the
+    text; a backreference (``\\1`` .. ``\\9`` outside a bracket expression) makes
+    it backtrack, exponentially in the worst case (``(.+)\\1\\1x`` took a minute
+    on 2,000 characters). Both are refused whatever database checks the rest.
+    """
+    if len(pattern) > MAX_REGEX_LENGTH:
+        return f"longer than {MAX_REGEX_LENGTH} characters"
+    in_bracket = False
+    i = 0
+    while i < len(pattern):
+        c = pattern[i]
+        if c == "\\" and i + 1 < len(pattern):
+            if not in_bracket and pattern[i + 1] in "123456789":
+                return "backreferences (\\1 ... \\9) are not allowed: they can take exponential time"
+            i += 2
+            continue
+        if c == "[" and not in_bracket:
+            in_bracket = True
+            # a ] right after [ or [^ is a literal member
+            if pattern[i + 1 : i + 2] == "^":
+                i += 1
+            if pattern[i + 1 : i + 2] == "]":
+                i += 1
+        elif c == "]" and in_bracket:
+            in_bracket = False
+        i += 1
+    return None
+
+
 def basic_regex_check(pattern: str) -> str | None:
     """The offline regex check used when no ``regex_checker`` is given.
 
@@ -1788,7 +1824,7 @@ class _Parser:
             pattern = self.string(node, rid, f"the regex for {name}")
             if pattern is None:
                 return _INVALID
-            problem = self.regex_checker(pattern)
+            problem = regex_cost_problem(pattern) or self.regex_checker(pattern)
             if problem:
                 self.error(node, rid, f"invalid regex {pattern!r}: {problem}")
                 return _INVALID
