@@ -340,7 +340,7 @@ AS $$
 BEGIN
     PERFORM pg_advisory_unlock(p_key[1], p_key[2]);
     UPDATE memgov.engine_locks SET holder_pid = NULL, lock_key = NULL, acquired_at = NULL
-     WHERE name = 'maintenance' AND lock_key = p_key;
+     WHERE name = 'maintenance' AND lock_key = p_key AND holder_pid = pg_backend_pid();
 END
 $$;
 
