@@ -10,9 +10,9 @@ SET ROLE memgov_owner;
 -- engine-internal function stays out of clients' reach by default. (The global form:
 -- per-schema default privileges can only add to the global ones.)
 ALTER DEFAULT PRIVILEGES FOR ROLE memgov_owner REVOKE EXECUTE ON FUNCTIONS FROM PUBLIC;
--- memgov_policy owns the compiled policy functions here (ALTER ... OWNER needs CREATE); its
--- own code is STABLE, so it can never run DDL with it.
-GRANT USAGE, CREATE ON SCHEMA memgov TO memgov_policy;
+-- memgov_policy owns the compiled policy functions here; it holds CREATE (which ALTER ...
+-- OWNER needs) only inside memgov.hand_to_policy_role().
+GRANT USAGE ON SCHEMA memgov TO memgov_policy;
 
 -- The governed table: what agents INSERT, UPDATE and DELETE.
 CREATE TABLE memgov.long_term_memory_items (
@@ -212,13 +212,13 @@ COMMENT ON TABLE memgov.tenant_grants IS 'Which tenants a bound login may act in
 
 -- The engine's own settings, changed by memgov_admin with UPDATE.
 CREATE TABLE memgov.settings (
-    name   text    PRIMARY KEY CHECK (name IN ('max_fact_text_bytes')),
-    value  bigint  NOT NULL,
-    CHECK (name <> 'max_fact_text_bytes' OR value BETWEEN 1024 AND 1073741823)
+    name   text    PRIMARY KEY CHECK (name IN ('max_fact_text_bytes', 'max_other_bytes')),
+    value  bigint  NOT NULL CHECK (value BETWEEN 1024 AND 1073741823)
 );
 COMMENT ON TABLE memgov.settings IS
-    'Engine settings: max_fact_text_bytes (default 65536) caps fact_text before any decision';
-INSERT INTO memgov.settings (name, value) VALUES ('max_fact_text_bytes', 65536);
+    'Engine settings: max_fact_text_bytes (default 65536) caps fact_text, max_other_bytes (16384) '
+    'the other columns together, before any decision';
+INSERT INTO memgov.settings (name, value) VALUES ('max_fact_text_bytes', 65536), ('max_other_bytes', 16384);
 
 -- Locks of the engine's own: rows that only memgov's functions can lock (clients
 -- have no UPDATE here), unlike advisory-lock keys, which any session can take.

@@ -41,17 +41,17 @@ AS $$
     SELECT pg_has_role(memgov.invoker_role(), 'memgov_admin', 'MEMBER')
 $$;
 
--- Whether the login is bound to tenants: it is, or is a member of, a role with a tenant grant.
--- Superusers are never bound.
+-- Whether the login is held to tenant grants. Binding is on as soon as any grant exists:
+-- then a writer or reviewer login acts only in tenants granted to it (or to a role it is
+-- a member of), and one without a grant in none, so a dropped or renamed role fails
+-- closed. Superusers are never bound; admins work across tenants (memgov.check_tenant).
 CREATE FUNCTION memgov.login_is_bound()
 RETURNS boolean
 LANGUAGE sql STABLE
 SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
-    SELECT NOT r.rolsuper
-           AND EXISTS (SELECT FROM memgov.tenant_grants g
-                        WHERE coalesce(pg_has_role(session_user, to_regrole(g.role_name), 'MEMBER'), false))
+    SELECT NOT r.rolsuper AND EXISTS (SELECT FROM memgov.tenant_grants)
       FROM pg_catalog.pg_roles r
      WHERE r.rolname = session_user
 $$;
@@ -69,7 +69,8 @@ AS $$
        AND (NOT memgov.login_is_bound()
             OR EXISTS (SELECT FROM memgov.tenant_grants g
                         WHERE g.org_id = s.org_id
-                          AND coalesce(pg_has_role(session_user, to_regrole(g.role_name), 'MEMBER'), false)))
+                          AND coalesce(pg_has_role(session_user, to_regrole(quote_ident(g.role_name)), 'MEMBER'),
+                                       false)))
 $$;
 
 -- Raises 42501 unless the invoker may act in p_org_id: admins in any valid tenant,
@@ -113,7 +114,7 @@ SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
-    IF to_regrole(p_role) IS NULL THEN
+    IF to_regrole(quote_ident(p_role)) IS NULL THEN
         RAISE EXCEPTION 'memgov: role % does not exist', coalesce(quote_ident(p_role), 'NULL')
             USING ERRCODE = '42704', HINT = 'grant a tenant to an existing login or group role';
     END IF;

@@ -20,16 +20,23 @@ AS $$
 DECLARE
     v_item  memgov.long_term_memory_items;
 BEGIN
-    SELECT * INTO v_item FROM memgov.long_term_memory_items m
+    -- an admin reaches every tenant; a memory_id two tenants share is then ambiguous
+    -- unless the session names one
+    SELECT * INTO STRICT v_item FROM memgov.long_term_memory_items m
      WHERE m.memory_id = p_memory_id AND memgov.sees_tenant(m.org_id)
+       AND (m.org_id = current_setting('memgov.org_id', true)
+            OR coalesce(current_setting('memgov.org_id', true), '') = '')
        FOR UPDATE;
-    IF NOT FOUND THEN
+    RETURN v_item;
+EXCEPTION
+    WHEN no_data_found THEN
         RAISE EXCEPTION 'memgov: memory % does not exist in tenant %', p_memory_id,
                         coalesce(memgov.session_tenant(), '(memgov.org_id unset or not bound)')
             USING ERRCODE = 'MG404',
                   HINT = 'SET memgov.org_id to the memory''s tenant; feedback never reaches another tenant';
-    END IF;
-    RETURN v_item;
+    WHEN too_many_rows THEN
+        RAISE EXCEPTION 'memgov: memory % exists in several tenants', p_memory_id
+            USING ERRCODE = 'MG409', HINT = 'SET memgov.org_id to the tenant you mean';
 END
 $$;
 

@@ -127,6 +127,7 @@ DECLARE
     v_path     text[];
     v_cutoff   timestamptz;
 BEGIN
+    PERFORM memgov.check_lease();
     IF p_kind = 'ttl' THEN
         -- in expiry order, through the partial index on expires_at
         WITH gone AS (
@@ -330,6 +331,21 @@ BEGIN
 END
 $$;
 
+-- Raises 55P03 unless this backend holds the maintenance lease: the run's own steps
+-- (start, batches, finish) are the lease holder's alone.
+CREATE FUNCTION memgov.check_lease()
+RETURNS void
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF memgov.maintenance_holder() IS DISTINCT FROM pg_backend_pid() THEN
+        RAISE EXCEPTION 'memgov: this session does not hold the maintenance lease'
+            USING ERRCODE = '55P03', HINT = 'CALL memgov.run_maintenance() runs every step of a sweep';
+    END IF;
+END
+$$;
+
 -- Gives the maintenance lease back (the caller's run is over).
 CREATE FUNCTION memgov.release_maintenance(p_key integer[])
 RETURNS void
@@ -354,6 +370,7 @@ AS $$
 DECLARE
     v_run  bigint;
 BEGIN
+    PERFORM memgov.check_lease();
     -- we hold the lease, so a run still marked running was killed
     UPDATE memgov.maintenance_runs SET status = 'interrupted', finished_at = now()
      WHERE status = 'running';
@@ -377,13 +394,14 @@ DECLARE
     v_summary  jsonb;
     v_now      timestamptz := clock_timestamp();  -- a dry run's preview ran in this transaction
 BEGIN
+    PERFORM memgov.check_lease();
     UPDATE memgov.maintenance_runs
        SET status = 'finished', finished_at = v_now,
            summary = (coalesce(p_preview, summary) - 'cursor' - 'blocks')
                      || jsonb_build_object('run_id', run_id, 'dry_run', dry_run,
                                            'cron_history_pruned', coalesce(p_cron_pruned, 0),
                                            'started_at', started_at, 'finished_at', v_now)
-     WHERE org_id = '*' AND run_id = p_run_id
+     WHERE org_id = '*' AND run_id = p_run_id AND status = 'running'
     RETURNING summary INTO v_summary;
     RETURN v_summary;
 END

@@ -47,9 +47,9 @@ SET ROLE memgov_owner;
 -- engine-internal function stays out of clients' reach by default. (The global form:
 -- per-schema default privileges can only add to the global ones.)
 ALTER DEFAULT PRIVILEGES FOR ROLE memgov_owner REVOKE EXECUTE ON FUNCTIONS FROM PUBLIC;
--- memgov_policy owns the compiled policy functions here (ALTER ... OWNER needs CREATE); its
--- own code is STABLE, so it can never run DDL with it.
-GRANT USAGE, CREATE ON SCHEMA memgov TO memgov_policy;
+-- memgov_policy owns the compiled policy functions here; it holds CREATE (which ALTER ...
+-- OWNER needs) only inside memgov.hand_to_policy_role().
+GRANT USAGE ON SCHEMA memgov TO memgov_policy;
 
 -- The governed table: what agents INSERT, UPDATE and DELETE.
 CREATE TABLE memgov.long_term_memory_items (
@@ -249,13 +249,13 @@ COMMENT ON TABLE memgov.tenant_grants IS 'Which tenants a bound login may act in
 
 -- The engine's own settings, changed by memgov_admin with UPDATE.
 CREATE TABLE memgov.settings (
-    name   text    PRIMARY KEY CHECK (name IN ('max_fact_text_bytes')),
-    value  bigint  NOT NULL,
-    CHECK (name <> 'max_fact_text_bytes' OR value BETWEEN 1024 AND 1073741823)
+    name   text    PRIMARY KEY CHECK (name IN ('max_fact_text_bytes', 'max_other_bytes')),
+    value  bigint  NOT NULL CHECK (value BETWEEN 1024 AND 1073741823)
 );
 COMMENT ON TABLE memgov.settings IS
-    'Engine settings: max_fact_text_bytes (default 65536) caps fact_text before any decision';
-INSERT INTO memgov.settings (name, value) VALUES ('max_fact_text_bytes', 65536);
+    'Engine settings: max_fact_text_bytes (default 65536) caps fact_text, max_other_bytes (16384) '
+    'the other columns together, before any decision';
+INSERT INTO memgov.settings (name, value) VALUES ('max_fact_text_bytes', 65536), ('max_other_bytes', 16384);
 
 -- Locks of the engine's own: rows that only memgov's functions can lock (clients
 -- have no UPDATE here), unlike advisory-lock keys, which any session can take.
@@ -316,17 +316,17 @@ AS $$
     SELECT pg_has_role(memgov.invoker_role(), 'memgov_admin', 'MEMBER')
 $$;
 
--- Whether the login is bound to tenants: it is, or is a member of, a role with a tenant grant.
--- Superusers are never bound.
+-- Whether the login is held to tenant grants. Binding is on as soon as any grant exists:
+-- then a writer or reviewer login acts only in tenants granted to it (or to a role it is
+-- a member of), and one without a grant in none, so a dropped or renamed role fails
+-- closed. Superusers are never bound; admins work across tenants (memgov.check_tenant).
 CREATE FUNCTION memgov.login_is_bound()
 RETURNS boolean
 LANGUAGE sql STABLE
 SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
-    SELECT NOT r.rolsuper
-           AND EXISTS (SELECT FROM memgov.tenant_grants g
-                        WHERE coalesce(pg_has_role(session_user, to_regrole(g.role_name), 'MEMBER'), false))
+    SELECT NOT r.rolsuper AND EXISTS (SELECT FROM memgov.tenant_grants)
       FROM pg_catalog.pg_roles r
      WHERE r.rolname = session_user
 $$;
@@ -344,7 +344,8 @@ AS $$
        AND (NOT memgov.login_is_bound()
             OR EXISTS (SELECT FROM memgov.tenant_grants g
                         WHERE g.org_id = s.org_id
-                          AND coalesce(pg_has_role(session_user, to_regrole(g.role_name), 'MEMBER'), false)))
+                          AND coalesce(pg_has_role(session_user, to_regrole(quote_ident(g.role_name)), 'MEMBER'),
+                                       false)))
 $$;
 
 -- Raises 42501 unless the invoker may act in p_org_id: admins in any valid tenant,
@@ -388,7 +389,7 @@ SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
-    IF to_regrole(p_role) IS NULL THEN
+    IF to_regrole(quote_ident(p_role)) IS NULL THEN
         RAISE EXCEPTION 'memgov: role % does not exist', coalesce(quote_ident(p_role), 'NULL')
             USING ERRCODE = '42704', HINT = 'grant a tenant to an existing login or group role';
     END IF;

@@ -508,6 +508,20 @@ AS $$
                NULL, NULL)::memgov.decision
 $$;
 
+-- Hands a function to memgov_policy, as whom it then runs. ALTER ... OWNER needs the new
+-- owner to hold CREATE on the schema: it holds it only for that statement.
+CREATE FUNCTION memgov.hand_to_policy_role(p_function regprocedure)
+RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    GRANT CREATE ON SCHEMA memgov TO memgov_policy;
+    EXECUTE format('ALTER FUNCTION %s OWNER TO memgov_policy', p_function);
+    REVOKE CREATE ON SCHEMA memgov FROM memgov_policy;
+END
+$$;
+
 -- Regenerates the dispatchers from the active policy versions: decide,
 -- explain_decision, retention_rule, and policy_settings (the feedback and
 -- retention settings of a tenant's active version, as constants).
@@ -573,7 +587,7 @@ RETURNS memgov.decision
 LANGUAGE plpgsql STABLE PARALLEL SAFE
 SECURITY DEFINER
 AS %L$f$, v_body);
-    ALTER FUNCTION memgov.decide(memgov.long_term_memory_items, text, text) OWNER TO memgov_policy;
+    PERFORM memgov.hand_to_policy_role('memgov.decide(memgov.long_term_memory_items, text, text)');
 
     EXECUTE format($f$
 CREATE OR REPLACE FUNCTION memgov.explain_decision(p_item memgov.long_term_memory_items, p_operation text, p_actor text)
@@ -723,7 +737,7 @@ BEGIN
                 USING ERRCODE = 'MG500',
                       HINT = 'this is a memgov compiler bug: run `memgov compile` and report the output';
         END;
-        EXECUTE format('ALTER FUNCTION memgov.%I(%s) OWNER TO memgov_policy', v_function.name, v_function.types);
+        PERFORM memgov.hand_to_policy_role(format('memgov.%I(%s)', v_function.name, v_function.types)::regprocedure);
         EXECUTE format('COMMENT ON FUNCTION memgov.%I(%s) IS %L', v_function.name, v_function.types,
                        format('memgov policy %s (%s), sha256 %s', p_version, p_org_id, p_sha256));
         v_compiled := v_compiled || pg_get_functiondef(

@@ -77,6 +77,27 @@ BEGIN
 END
 $$;
 
+-- Raises 54000 when a row's fact_text or the rest of its columns together (metadata,
+-- scope, category ...) are over the engine's limits; rows up to 1 KiB never look them up.
+CREATE FUNCTION memgov.check_item_size(p_item memgov.long_term_memory_items)
+RETURNS void
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_rest   bigint := pg_column_size(p_item) - coalesce(octet_length(p_item.fact_text), 0);
+    v_limit  bigint;
+BEGIN
+    PERFORM memgov.check_fact_size(p_item.fact_text);
+    SELECT s.value INTO v_limit FROM memgov.settings s WHERE s.name = 'max_other_bytes';
+    IF v_rest > coalesce(v_limit, 16384) THEN
+        RAISE EXCEPTION 'memgov: the columns besides fact_text take % bytes; the limit is %', v_rest, v_limit
+            USING ERRCODE = '54000',
+                  HINT = 'keep metadata and scope small; memgov_admin can raise memgov.settings max_other_bytes';
+    END IF;
+END
+$$;
+
 -- Whether a change of retention makes a memory's life shorter (it may then be deleted sooner).
 CREATE FUNCTION memgov.shortens_life(p_old memgov.long_term_memory_items, p_new memgov.long_term_memory_items)
 RETURNS boolean
@@ -194,6 +215,7 @@ DECLARE
     v_operation  text;
     v_item       memgov.long_term_memory_items;
     v_decision   memgov.decision;
+    v_forget     memgov.decision;
     v_action     text;
     v_outcome    memgov.write_outcome;
 BEGIN
@@ -209,8 +231,8 @@ BEGIN
         IF NEW.org_id IS DISTINCT FROM current_setting('memgov.org_id', true) THEN
             PERFORM memgov.check_tenant(NEW.org_id);
         END IF;
-        IF octet_length(NEW.fact_text) > 1024 THEN
-            PERFORM memgov.check_fact_size(NEW.fact_text);
+        IF pg_column_size(NEW) > 1024 THEN
+            PERFORM memgov.check_item_size(NEW);
         END IF;
         NEW.created_at := pg_catalog.now();
         NEW.updated_at := NEW.created_at;
@@ -234,8 +256,8 @@ BEGIN
                 USING ERRCODE = 'MG409',
                       HINT = 'a reviewer approves or denies it first (memgov.approve / memgov.deny)';
         END IF;
-        IF octet_length(NEW.fact_text) > 1024 THEN
-            PERFORM memgov.check_fact_size(NEW.fact_text);
+        IF pg_column_size(NEW) > 1024 THEN
+            PERFORM memgov.check_item_size(NEW);
         END IF;
         NEW.created_at := OLD.created_at;
         NEW.updated_at := pg_catalog.now();
@@ -259,9 +281,16 @@ BEGIN
     END IF;
 
     v_decision := memgov.decide(v_item, v_operation, v_actor);
-    IF TG_OP = 'UPDATE' AND memgov.shortens_life(OLD, NEW) THEN
-        -- a memory made to expire sooner is partly forgotten: forget rules (a legal hold) apply too
-        v_decision := memgov.stricter(v_decision, memgov.decide(OLD, 'forget', v_actor));
+    IF TG_OP = 'UPDATE' THEN
+        -- forget rules apply to an update that makes a memory expire sooner (it is partly
+        -- forgotten) and to one that takes it out of a hold (a legal hold is lifted by
+        -- changing the policy, never by changing the memory)
+        v_forget := memgov.decide(OLD, 'forget', v_actor);
+        IF memgov.shortens_life(OLD, NEW)
+           OR (v_forget.enforced AND v_forget.action = 'deny' AND cardinality(v_forget.matched_rule_ids) > 0
+               AND NOT memgov.retention_held(NEW)) THEN
+            v_decision := memgov.stricter(v_decision, v_forget);
+        END IF;
     END IF;
     v_action := CASE WHEN v_decision.enforced THEN v_decision.action ELSE 'allow' END;
     IF TG_OP = 'INSERT' AND (v_action = 'quarantine'
@@ -423,11 +452,11 @@ AS $$
     SELECT memgov.is_admin() OR p_org_id IS NOT DISTINCT FROM memgov.session_tenant()
 $$;
 
--- Checks that a login may decide a request: within its tenant (sees_tenant), and four
--- eyes: not the login that asked, nor a login that is a member of it (it could have
--- asked as that role). A superuser login, which is a member of every role, is compared
--- by the role it acts as. Returns the deciding role.
-CREATE FUNCTION memgov.check_reviewer(p_request memgov.approval_requests)
+-- Four eyes: the login deciding a held or quarantined write is not the login that made
+-- it (p_login, acting as p_role), nor a login that is a member of it (it could have made
+-- it as that role). A superuser login, a member of every role, is compared by the role
+-- it acts as. Returns the deciding role.
+CREATE FUNCTION memgov.check_reviewer(p_login text, p_role text)
 RETURNS text
 LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
@@ -438,15 +467,14 @@ DECLARE
     v_own    boolean;
 BEGIN
     IF v_super THEN
-        v_own := session_user = p_request.requested_login AND v_actor = p_request.requested_by;
+        v_own := session_user = p_login AND v_actor = p_role;
     ELSE
-        v_own := session_user = p_request.requested_login
-                 OR coalesce(pg_has_role(session_user, to_regrole(p_request.requested_login), 'MEMBER'), false);
+        v_own := session_user = p_login
+                 OR coalesce(pg_has_role(session_user, to_regrole(quote_ident(p_login)), 'MEMBER'), false);
     END IF;
     IF v_own THEN
-        RAISE EXCEPTION 'memgov: % cannot decide its own request (asked by %)', session_user,
-                        p_request.requested_login
-            USING ERRCODE = '42501', HINT = 'another reviewer, on another login, must approve or deny it';
+        RAISE EXCEPTION 'memgov: % cannot decide its own write (made by %)', session_user, p_login
+            USING ERRCODE = '42501', HINT = 'another reviewer, on another login, must decide it';
     END IF;
     RETURN v_actor;
 END
@@ -570,7 +598,7 @@ LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    v_actor     text := memgov.check_reviewer(p_request);
+    v_actor     text := memgov.check_reviewer(p_request.requested_login, p_request.requested_by);
     v_item      memgov.long_term_memory_items :=
                     jsonb_populate_record(NULL::memgov.long_term_memory_items, p_request.payload);
     v_row       memgov.long_term_memory_items;
@@ -626,7 +654,8 @@ LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
-    PERFORM memgov.close_request(p_request, 'denied', memgov.check_reviewer(p_request), p_note);
+    PERFORM memgov.close_request(p_request, 'denied',
+                                 memgov.check_reviewer(p_request.requested_login, p_request.requested_by), p_note);
     RETURN jsonb_build_object('request_id', p_request.request_id, 'status', 'denied');
 END
 $$;
@@ -676,7 +705,8 @@ BEGIN
 END
 $$;
 
--- Releases a quarantined write: a reviewer's decision, applied as written (no re-decision).
+-- Releases a quarantined write: a reviewer's decision (four eyes), applied as written,
+-- unless the active policy now denies it (a legal hold placed since, say): MG403.
 CREATE FUNCTION memgov.release_quarantine(quarantine_id uuid)
 RETURNS jsonb
 LANGUAGE plpgsql
@@ -684,11 +714,24 @@ SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    v_entry  memgov.quarantine := memgov.held_quarantine(release_quarantine.quarantine_id);
-    v_item   memgov.long_term_memory_items := jsonb_populate_record(NULL::memgov.long_term_memory_items, v_entry.payload);
+    v_entry     memgov.quarantine := memgov.held_quarantine(release_quarantine.quarantine_id);
+    v_item      memgov.long_term_memory_items := jsonb_populate_record(NULL::memgov.long_term_memory_items, v_entry.payload);
+    v_decision  memgov.decision;
 BEGIN
+    PERFORM memgov.check_reviewer(v_entry.quarantined_login, v_entry.quarantined_by);
     v_item.org_id := v_entry.org_id;
     v_item.memory_id := v_entry.memory_id;
+    IF v_entry.operation = 'forget' THEN
+        SELECT * INTO v_item FROM memgov.long_term_memory_items m
+         WHERE m.memory_id = v_entry.memory_id AND m.org_id = v_entry.org_id;
+    END IF;
+    v_decision := memgov.decide(v_item, v_entry.operation, v_entry.quarantined_by);
+    IF v_decision.enforced AND v_decision.action = 'deny' THEN
+        RAISE EXCEPTION 'memgov: the active policy now denies this % (rule %)', v_entry.operation,
+                        array_to_string(v_decision.matched_rule_ids, ', ')
+            USING ERRCODE = 'MG403', DETAIL = memgov.decision_json(v_decision)::text,
+                  HINT = 'purge the quarantine entry instead';
+    END IF;
     PERFORM memgov.apply_write(v_entry.operation, v_item, v_entry.decision ->> 'policy_version', NULL, false);
     UPDATE memgov.quarantine AS q
        SET status = 'released', resolved_at = now(), resolved_by = memgov.invoker_role(),
@@ -749,7 +792,7 @@ BEGIN
                'deny_request', 'approve_request', 'apply_write', 'content_of', 'close_request',
                'pending_request', 'check_reviewer', 'sees_tenant', 'remember', 'approval_channel',
                'refuse_truncate', 'engine_columns', 'enforce_write', 'raise_denied', 'record_write',
-               'stricter', 'shortens_life', 'check_fact_size', 'low_confidence_since', 'expiry_of'])
+               'stricter', 'shortens_life', 'check_item_size', 'check_fact_size', 'low_confidence_since', 'expiry_of'])
     LOOP
         EXECUTE pg_catalog.format('DROP ROUTINE %s', v_routine);
     END LOOP;

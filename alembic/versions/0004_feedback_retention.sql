@@ -24,16 +24,23 @@ AS $$
 DECLARE
     v_item  memgov.long_term_memory_items;
 BEGIN
-    SELECT * INTO v_item FROM memgov.long_term_memory_items m
+    -- an admin reaches every tenant; a memory_id two tenants share is then ambiguous
+    -- unless the session names one
+    SELECT * INTO STRICT v_item FROM memgov.long_term_memory_items m
      WHERE m.memory_id = p_memory_id AND memgov.sees_tenant(m.org_id)
+       AND (m.org_id = current_setting('memgov.org_id', true)
+            OR coalesce(current_setting('memgov.org_id', true), '') = '')
        FOR UPDATE;
-    IF NOT FOUND THEN
+    RETURN v_item;
+EXCEPTION
+    WHEN no_data_found THEN
         RAISE EXCEPTION 'memgov: memory % does not exist in tenant %', p_memory_id,
                         coalesce(memgov.session_tenant(), '(memgov.org_id unset or not bound)')
             USING ERRCODE = 'MG404',
                   HINT = 'SET memgov.org_id to the memory''s tenant; feedback never reaches another tenant';
-    END IF;
-    RETURN v_item;
+    WHEN too_many_rows THEN
+        RAISE EXCEPTION 'memgov: memory % exists in several tenants', p_memory_id
+            USING ERRCODE = 'MG409', HINT = 'SET memgov.org_id to the tenant you mean';
 END
 $$;
 
@@ -393,6 +400,7 @@ DECLARE
     v_path     text[];
     v_cutoff   timestamptz;
 BEGIN
+    PERFORM memgov.check_lease();
     IF p_kind = 'ttl' THEN
         -- in expiry order, through the partial index on expires_at
         WITH gone AS (
@@ -596,6 +604,21 @@ BEGIN
 END
 $$;
 
+-- Raises 55P03 unless this backend holds the maintenance lease: the run's own steps
+-- (start, batches, finish) are the lease holder's alone.
+CREATE FUNCTION memgov.check_lease()
+RETURNS void
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF memgov.maintenance_holder() IS DISTINCT FROM pg_backend_pid() THEN
+        RAISE EXCEPTION 'memgov: this session does not hold the maintenance lease'
+            USING ERRCODE = '55P03', HINT = 'CALL memgov.run_maintenance() runs every step of a sweep';
+    END IF;
+END
+$$;
+
 -- Gives the maintenance lease back (the caller's run is over).
 CREATE FUNCTION memgov.release_maintenance(p_key integer[])
 RETURNS void
@@ -620,6 +643,7 @@ AS $$
 DECLARE
     v_run  bigint;
 BEGIN
+    PERFORM memgov.check_lease();
     -- we hold the lease, so a run still marked running was killed
     UPDATE memgov.maintenance_runs SET status = 'interrupted', finished_at = now()
      WHERE status = 'running';
@@ -643,13 +667,14 @@ DECLARE
     v_summary  jsonb;
     v_now      timestamptz := clock_timestamp();  -- a dry run's preview ran in this transaction
 BEGIN
+    PERFORM memgov.check_lease();
     UPDATE memgov.maintenance_runs
        SET status = 'finished', finished_at = v_now,
            summary = (coalesce(p_preview, summary) - 'cursor' - 'blocks')
                      || jsonb_build_object('run_id', run_id, 'dry_run', dry_run,
                                            'cron_history_pruned', coalesce(p_cron_pruned, 0),
                                            'started_at', started_at, 'finished_at', v_now)
-     WHERE org_id = '*' AND run_id = p_run_id
+     WHERE org_id = '*' AND run_id = p_run_id AND status = 'running'
     RETURNING summary INTO v_summary;
     RETURN v_summary;
 END
@@ -1064,10 +1089,13 @@ BEGIN
         v_seals := v_seals + 1;
         EXIT WHEN v_count < p_batch_rows;
     END LOOP;
+    -- the run's summary, when the caller is that run (it holds the maintenance lease)
     IF p_run_id IS NOT NULL THEN
         UPDATE memgov.maintenance_runs
            SET summary = summary || jsonb_build_object('sealed', v_rows)
-         WHERE org_id = '*' AND run_id = p_run_id AND status = 'running';
+         WHERE org_id = '*' AND run_id = p_run_id AND status = 'running'
+           AND EXISTS (SELECT FROM memgov.engine_locks e
+                        WHERE e.name = 'maintenance' AND e.holder_pid = pg_backend_pid());
     END IF;
     RETURN jsonb_build_object('sealed', v_rows, 'seals', v_seals, 'last_seal_id', nullif(v_seal_id, 0),
                               'last_hash', CASE WHEN v_seal_id > 0 THEN encode(v_hash, 'hex') END,
@@ -1402,7 +1430,7 @@ BEGIN
          WHERE p.pronamespace = 'memgov'::regnamespace
            AND p.proname = ANY (ARRAY[
                'run_maintenance', 'apply_retention', 'finish_maintenance', 'start_maintenance',
-               'release_maintenance', 'claim_maintenance', 'retention_preview', 'sweep_batch',
+               'release_maintenance', 'check_lease', 'claim_maintenance', 'maintenance_holder', 'retention_preview', 'sweep_batch',
                'log_deletion', 'retention_held', 'due_reason', 'retention_interval',
                'forget', 'edit', 'reject', 'confirm', 'govern_feedback_write', 'check_not_pending',
                'record_feedback', 'feedback_setting', 'held_insert_request', 'memory_for_feedback',
