@@ -78,21 +78,28 @@ def describe_break(found: dict[str, Any]) -> str:
     return f"{place}: {found['problem']} ({found.get('detail') or 'differs from what was sealed'})"
 
 
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
 def report_lines(report: dict[str, Any]) -> list[str]:
     """What `memgov verify-log` prints."""
     lines = []
     archived = report.get("archived") or {}
+    seals, rows = _count(report["seals"], "seal"), _count(report["rows"], "row")
     if report["ok"]:
-        lines.append(f"decision log intact: {report['seals']} seals over {report['rows']} rows verified")
+        lines.append(f"decision log intact: {seals} over {rows} verified")
     else:
         lines.append(f"decision log BROKEN at {describe_break(report['first_break'])}")
-        lines.append(f"  verified before the break: {report['seals']} seals, {report['rows']} rows")
+        lines.append(f"  verified before the break: {seals}, {rows}")
     if archived.get("archives"):
         lines.append(
-            f"  archived: {archived['rows']} rows in {archived['seals']} seals "
-            f"({archived['archives']} archive runs); the chain goes on from the last one"
+            f"  archived: {_count(archived['rows'], 'row')} in {_count(archived['seals'], 'seal')} "
+            f"({_count(archived['archives'], 'archive run')}); the chain goes on from the last one"
         )
-    lines.append(f"  not yet sealed: {report['unsealed_rows']} rows (the next `memgov retention run` seals them)")
+    lines.append(
+        f"  not yet sealed: {_count(report['unsealed_rows'], 'row')} (the next `memgov retention run` seals them)"
+    )
     if report.get("last_seal_id") is not None:
         lines.append(
             f"  last seal {report['last_seal_id']}: {report['last_hash']} "

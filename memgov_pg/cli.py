@@ -548,8 +548,12 @@ def check_anchor(ctx: click.Context, param: click.Parameter, value: str | None) 
 
 
 @cli.command(name="verify-log")
-@click.option("--anchor", metavar="SEAL_ID:HASH", callback=check_anchor,
-              help="A seal's hash kept outside the database (as printed before): a different one is a break.")  # fmt: skip
+@click.option(
+    "--anchor",
+    metavar="SEAL_ID:HASH",
+    callback=check_anchor,
+    help="A seal's hash kept outside the database (as printed before): a different one is a break.",
+)
 @dsn_option
 @json_option
 def verify_log(anchor: Any, dsn: str | None, as_json: bool) -> None:

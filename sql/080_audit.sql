@@ -265,10 +265,13 @@ BEGIN
         v_seals := v_seals + 1;
         EXIT WHEN v_count < p_batch_rows;
     END LOOP;
+    -- the run's summary, when the caller is that run (it holds the maintenance lease)
     IF p_run_id IS NOT NULL THEN
         UPDATE memgov.maintenance_runs
            SET summary = summary || jsonb_build_object('sealed', v_rows)
-         WHERE org_id = '*' AND run_id = p_run_id AND status = 'running';
+         WHERE org_id = '*' AND run_id = p_run_id AND status = 'running'
+           AND EXISTS (SELECT FROM memgov.engine_locks e
+                        WHERE e.name = 'maintenance' AND e.holder_pid = pg_backend_pid());
     END IF;
     RETURN jsonb_build_object('sealed', v_rows, 'seals', v_seals, 'last_seal_id', nullif(v_seal_id, 0),
                               'last_hash', CASE WHEN v_seal_id > 0 THEN encode(v_hash, 'hex') END,

@@ -412,6 +412,10 @@ SELECT o.kind, o.object, o.column_name, o.row_security, o.has_org_id,
 
 -- name: doctor_definer_search_path
 -- SECURITY DEFINER functions in schema memgov and the search_path their SET clause pins (NULL: none).
+-- Left out: the decision functions memgov_policy owns (memgov.decide and the compiled
+-- policies), which only memgov_owner may call, from functions that pin search_path, and
+-- whose calls therefore run under it; a SET clause would double the cost of a decision.
+-- (Who may execute them is checked with every other engine-private function.)
 SELECT p.oid::regprocedure::text AS function,
        CASE p.prokind WHEN 'p' THEN 'procedure' ELSE 'function' END AS kind,
        (SELECT substr(c, length('search_path=') + 1)
@@ -419,6 +423,7 @@ SELECT p.oid::regprocedure::text AS function,
          WHERE c LIKE 'search\_path=%') AS search_path
   FROM pg_catalog.pg_proc p
  WHERE p.pronamespace = 'memgov'::regnamespace AND p.prosecdef
+   AND p.proowner <> 'memgov_policy'::regrole
  ORDER BY 1;
 
 -- name: doctor_cron_jobs
