@@ -104,7 +104,7 @@ COMMENT ON COLUMN memgov.memory_policy_rules.rule_key IS
 COMMENT ON COLUMN memgov.memory_policy_rules.category IS 'category scope; NULL = every category';
 
 -- Every decision, written in the same transaction as the write it decided.
--- Only memgov.govern_write() and approve() insert here, from a typed
+-- Only memgov.record_write() and approve_request() insert here, from a typed
 -- memgov.decision; the table carries no CHECK constraints because a row
 -- trigger's single-row INSERT would prepare every CHECK expression again on
 -- each write (measured: +15 µs per governed row).
