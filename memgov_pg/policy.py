@@ -1,6 +1,6 @@
 """Policy files: YAML text -> a validated, typed, immutable model.
 
-This module reads a policy (SPEC §1), reports every mistake in it at once as
+This module reads a policy (docs/policy.md), reports every mistake in it at once as
 ``file:line: rule-id: message`` lines, and returns a :class:`Policy` that the
 compiler turns into PL/pgSQL. It never writes SQL: values are typed Python
 objects (``str``, ``int``, ``Decimal``, ``bool``, ``None``, :class:`RelativeTime`,
@@ -108,9 +108,9 @@ class FieldOrigin(StrEnum):
     OPERATION = "operation"  # the operation being decided (remember, update, ...)
     ITEM = "item"  # a column of the item / row
     ACTOR = "actor"  # current_user at write time
-    DETECTOR = "detector"  # an SQL detector function over fact_text (§5)
+    DETECTOR = "detector"  # an SQL detector function over fact_text (docs/detectors.md)
     DERIVED = "derived"  # computed from the item (content.length)
-    RISK = "risk"  # the risk score function (§5)
+    RISK = "risk"  # the risk score function (docs/detectors.md)
     METADATA = "metadata"  # metadata ->> key
 
 
@@ -160,7 +160,7 @@ RETENTION_POLICIES: Final[tuple[str, ...]] = (
 )
 STATUSES: Final[tuple[str, ...]] = ("active", "pending_approval")
 RISK_LEVELS: Final[tuple[str, ...]] = ("low", "medium", "high", "critical")
-#: Categories the product knows (SPEC §9). ``category`` stays free text; these
+#: Categories the product knows (docs/policy.md, policies/default.yaml). ``category`` stays free text; these
 #: only serve the "did you mean" warning for likely typos.
 KNOWN_CATEGORIES: Final[tuple[str, ...]] = (
     "user_fact",
@@ -199,7 +199,7 @@ _FIELD_LIST: tuple[FieldSpec, ...] = (
         _O.ITEM,
         "retention_policy",
         values=RETENTION_POLICIES,
-        description="retention policy of the item (§4)",
+        description="retention policy of the item (docs/retention.md)",
     ),
     FieldSpec("status", _T.ENUM, _O.ITEM, "status", values=STATUSES, description="set by the engine"),
     FieldSpec(
@@ -248,14 +248,14 @@ _FIELD_LIST: tuple[FieldSpec, ...] = (
         _T.BOOL,
         _O.DETECTOR,
         None,
-        description="PII detector over fact_text (§5)",
+        description="PII detector over fact_text (docs/detectors.md)",
     ),
     FieldSpec(
         "content.contains_secret",
         _T.BOOL,
         _O.DETECTOR,
         None,
-        description="secret detector over fact_text (§5)",
+        description="secret detector over fact_text (docs/detectors.md)",
     ),
     FieldSpec(
         "content.length",
@@ -274,7 +274,7 @@ _FIELD_LIST: tuple[FieldSpec, ...] = (
         minimum=_ZERO,
         maximum=_ONE,
         retention=False,
-        description="risk score 0..1 (§5)",
+        description="risk score 0..1 (docs/detectors.md)",
     ),
     FieldSpec(
         "risk_level",
@@ -288,7 +288,7 @@ _FIELD_LIST: tuple[FieldSpec, ...] = (
 )
 del _T, _O
 
-#: Every fixed field of SPEC §1, by name. ``metadata.<key>`` fields are not in
+#: Every fixed field of the policy language (docs/policy.md), by name. ``metadata.<key>`` fields are not in
 #: this table (the key is free); :func:`lookup_field` resolves them.
 FIELDS: Final[Mapping[str, FieldSpec]] = MappingProxyType({f.name: f for f in _FIELD_LIST})
 
@@ -687,7 +687,7 @@ class PolicyValidationError(MemgovError, ValueError):
         self.errors: tuple[PolicyError, ...] = tuple(errors)
         super().__init__("\n".join(str(e) for e in self.errors))
 
-    # SPEC §6: the error names file, line and rule id (of the first error).
+    # the error names file, line and rule id (of the first error).
     @property
     def file(self) -> str | None:
         return self.errors[0].file if self.errors else None
@@ -747,7 +747,7 @@ class Policy:
 
     @property
     def needs_detectors(self) -> bool:
-        """Whether write decisions need the §5 detectors: a detector field is read,
+        """Whether write decisions need the detectors: a detector field is read,
         or a risk field is (the risk score adds the PII and secret factors)."""
         return bool(self.fields_read & (DETECTOR_FIELDS | RISK_FIELDS))
 

@@ -1,4 +1,4 @@
--- 020_detectors.sql — content detectors and the risk score (SPEC §5).
+-- 020_detectors.sql — content detectors and the risk score (docs/detectors.md).
 --
 -- Everything here is IMMUTABLE and PARALLEL SAFE: the answer depends on the
 -- arguments only. Two rules keep that promise honest:
@@ -306,7 +306,7 @@ RETURN CASE
 END;
 
 
--- SPEC §5 risk score from detector flags already computed by the caller: score, level and the factors that made it.
+-- The risk score from detector flags already computed by the caller: score, level and the factors that made it.
 CREATE OR REPLACE FUNCTION memgov.risk_assessment(
     p_operation       text,
     p_contains_pii    boolean,
@@ -368,7 +368,7 @@ END
 $fn$;
 
 
--- SPEC §5 risk score for an operation on p_text: runs contains_pii/contains_secret, then the flag form above.
+-- The risk score for an operation on p_text: runs contains_pii/contains_secret, then the flag form above.
 CREATE OR REPLACE FUNCTION memgov.risk_assessment(
     p_operation      text,
     p_text           text,

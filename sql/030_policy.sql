@@ -15,7 +15,7 @@
 
 SET ROLE memgov_owner;
 
--- A decision (SPEC §2). Returned by the compiled functions, logged by the triggers.
+-- A decision (docs/policy.md). Returned by the compiled functions, logged by the triggers.
 CREATE TYPE memgov.decision AS (
     action            text,
     reason_codes      text[],
@@ -27,7 +27,7 @@ CREATE TYPE memgov.decision AS (
     risk_level        text
 );
 
--- Turns a decision into the JSON shape of SPEC §2.
+-- Turns a decision into its JSON shape (action, reason_codes, matched_rule_ids, ...).
 CREATE FUNCTION memgov.decision_json(p_decision memgov.decision)
 RETURNS jsonb
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
@@ -67,7 +67,7 @@ BEGIN
 END
 $$;
 
--- Checks an operation name; raises 22023 for anything SPEC §1 does not list.
+-- Checks an operation name; raises 22023 for anything but remember, update, forget, search, get.
 CREATE FUNCTION memgov.check_operation(p_operation text)
 RETURNS text
 LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE

@@ -1,4 +1,4 @@
--- memgov: the user's feedback on a memory (SPEC §4).
+-- memgov: the user's feedback on a memory (docs/retention.md).
 --
 -- confirm, reject and edit are the user's acts: the application calls them on
 -- the user's behalf as memgov_reviewer; agents (memgov_writer) cannot.

@@ -1,4 +1,4 @@
--- memgov: retention (SPEC §4). What is deleted, and when:
+-- memgov: retention (docs/retention.md). What is deleted, and when:
 --
 --   ttl_7d / ttl_30d    expires_at (created_at + 7 / 30 days) has passed
 --   confidence_based    below the policy's confidence_floor for confidence_grace

@@ -7,7 +7,7 @@ and conditions hold, else the miss. It shares nothing with
 ``memgov_pg.compiler`` (and must never import it): the property test
 (``tests/db/test_compiler_property.py``) compares what the two say.
 
-Semantics, from SPEC §1-§2 and docs/policy.md:
+Semantics, from docs/policy.md:
 
 * A condition on a NULL value: ``neq`` and ``nin`` are true, every other
   operator is false; ``eq null`` / ``neq null`` test for NULL.

@@ -2,7 +2,7 @@
 -- Frozen copy of sql/020_detectors.sql and sql/030_policy.sql as of this revision.
 
 -- migrate:upgrade
--- 020_detectors.sql — content detectors and the risk score (SPEC §5).
+-- 020_detectors.sql — content detectors and the risk score (docs/detectors.md).
 --
 -- Everything here is IMMUTABLE and PARALLEL SAFE: the answer depends on the
 -- arguments only. Two rules keep that promise honest:
@@ -310,7 +310,7 @@ RETURN CASE
 END;
 
 
--- SPEC §5 risk score from detector flags already computed by the caller: score, level and the factors that made it.
+-- The risk score from detector flags already computed by the caller: score, level and the factors that made it.
 CREATE OR REPLACE FUNCTION memgov.risk_assessment(
     p_operation       text,
     p_contains_pii    boolean,
@@ -372,7 +372,7 @@ END
 $fn$;
 
 
--- SPEC §5 risk score for an operation on p_text: runs contains_pii/contains_secret, then the flag form above.
+-- The risk score for an operation on p_text: runs contains_pii/contains_secret, then the flag form above.
 CREATE OR REPLACE FUNCTION memgov.risk_assessment(
     p_operation      text,
     p_text           text,
@@ -431,7 +431,7 @@ RESET ROLE;
 
 SET ROLE memgov_owner;
 
--- A decision (SPEC §2). Returned by the compiled functions, logged by the triggers.
+-- A decision (docs/policy.md). Returned by the compiled functions, logged by the triggers.
 CREATE TYPE memgov.decision AS (
     action            text,
     reason_codes      text[],
@@ -443,7 +443,7 @@ CREATE TYPE memgov.decision AS (
     risk_level        text
 );
 
--- Turns a decision into the JSON shape of SPEC §2.
+-- Turns a decision into its JSON shape (action, reason_codes, matched_rule_ids, ...).
 CREATE FUNCTION memgov.decision_json(p_decision memgov.decision)
 RETURNS jsonb
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
@@ -483,7 +483,7 @@ BEGIN
 END
 $$;
 
--- Checks an operation name; raises 22023 for anything SPEC §1 does not list.
+-- Checks an operation name; raises 22023 for anything but remember, update, forget, search, get.
 CREATE FUNCTION memgov.check_operation(p_operation text)
 RETURNS text
 LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE

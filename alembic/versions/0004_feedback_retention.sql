@@ -2,7 +2,7 @@
 -- Frozen copy of sql/050_feedback.sql, sql/070_retention.sql and sql/080_audit.sql as of this revision.
 
 -- migrate:upgrade
--- memgov: the user's feedback on a memory (SPEC §4).
+-- memgov: the user's feedback on a memory (docs/retention.md).
 --
 -- confirm, reject and edit are the user's acts: the application calls them on
 -- the user's behalf as memgov_reviewer; agents (memgov_writer) cannot.
@@ -271,7 +271,7 @@ GRANT EXECUTE ON FUNCTION memgov.forget(uuid) TO memgov_writer, memgov_reviewer,
 
 RESET ROLE;
 
--- memgov: retention (SPEC §4). What is deleted, and when:
+-- memgov: retention (docs/retention.md). What is deleted, and when:
 --
 --   ttl_7d / ttl_30d    expires_at (created_at + 7 / 30 days) has passed
 --   confidence_based    below the policy's confidence_floor for confidence_grace

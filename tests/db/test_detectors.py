@@ -304,7 +304,7 @@ def test_luhn_valid(db_conn: psycopg.Connection[Any], digits: str, valid: bool) 
     assert row == (valid,)
 
 
-# --------------------------------------------------------------------------- risk (SPEC §5)
+# --------------------------------------------------------------------------- risk score
 
 CLEAN = "The user prefers dark mode."
 PII = "Reach me at olena@example.com"

@@ -1,4 +1,4 @@
-"""Feedback (SPEC §4): confirm, reject, edit, forget and apply_retention, as the
+"""Feedback: confirm, reject, edit, forget and apply_retention, as the
 roles that call them, in real PostgreSQL. Confidence is exact numeric; every
 call is a row in memgov.feedback_events; concurrent calls never lose an update."""
 

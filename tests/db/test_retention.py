@@ -1,4 +1,4 @@
-"""Retention (SPEC §4): the trigger's bookkeeping, and CALL memgov.run_maintenance()
+"""Retention (docs/retention.md): the trigger's bookkeeping, and CALL memgov.run_maintenance()
 on both sides of every boundary, batches, the advisory lock, a killed run.
 
 Time is moved by back-dating rows as a superuser through memgov_owner (the

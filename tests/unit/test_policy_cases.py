@@ -268,12 +268,12 @@ def test_shipped_policies_exist() -> None:
     } <= names
 
 
-# -- policies/default.yaml against SPEC §9 -------------------------------------
+# -- policies/default.yaml against its comments ----------------------------------
 #
 # A deliberately tiny reference reading of the model (first match wins; on a
 # missing field neq/nin hold and every other test fails, as in the compiler),
 # used only to check that the priorities of
-# default.yaml make every sentence of §9 hold. The decisions that count are the
+# default.yaml make every sentence of its comments hold. The decisions that count are the
 # database tests of the compiled function; this catches an ordering mistake in
 # the YAML before any database is involved.
 
