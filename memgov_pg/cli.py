@@ -463,7 +463,7 @@ def tenant_grant(role: str, org: str, dsn: str | None, as_json: bool) -> None:
 @dsn_option
 @json_option
 def tenant_revoke(role: str, org: str, dsn: str | None, as_json: bool) -> None:
-    """Remove tenant ORG from ROLE's binding (a role left with no tenant is unbound)."""
+    """Remove tenant ORG from ROLE's grants (while any grant exists, a login with none acts in no tenant)."""
     from .tenants import revoke
 
     result = revoke(resolve_dsn(dsn), role, org)
@@ -474,7 +474,7 @@ def tenant_revoke(role: str, org: str, dsn: str | None, as_json: bool) -> None:
         elif r.get("still_bound"):
             click.echo(f"unbound {role} from tenant {org} (it keeps its other tenants)")
         else:
-            click.echo(f"unbound {role} from tenant {org}: it is bound to no tenant now")
+            click.echo(f"unbound {role} from tenant {org}: it has no tenant now")
 
     emit(result, as_json, text)
 

@@ -24,7 +24,7 @@ if TYPE_CHECKING:  # the validation needs no database driver: policy.py imports 
 #: The rule, as the SQL function memgov.is_tenant_id writes it.
 TENANT_ID_PATTERN: Final = r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,62}$"
 #: The same rule for Python; always used with fullmatch (``$`` would accept a trailing newline).
-TENANT_ID: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,62}")
+TENANT_ID: Final = re.compile(TENANT_ID_PATTERN.removeprefix("^").removesuffix("$"))
 TENANT_ID_RULE: Final = (
     "1 to 63 characters: ASCII letters, digits, '.', '_', ':' and '-', the first a letter or a digit"
 )

@@ -124,11 +124,16 @@ CREATE TABLE memgov.decision_log (
     login             text         NOT NULL DEFAULT session_user,  -- the login behind it
     risk_score        numeric(4,3),
     risk_level        text,                   -- low, medium, high, critical
+    -- the transaction that wrote the row, as a bigint (BRIN indexes bigint, not xid8):
+    -- the log's seals cover rows in (xact_id, decision_id) order (sql/080_audit.sql)
+    xact_id           bigint       NOT NULL DEFAULT (pg_catalog.pg_current_xact_id())::text::bigint,
     PRIMARY KEY (org_id, decision_id)
 );
 COMMENT ON TABLE memgov.decision_log IS 'Append-only log of policy decisions';
 -- Time-ordered appends: a BRIN index answers "the last 24 hours" for almost nothing.
 CREATE INDEX decision_log_decided_at_idx ON memgov.decision_log USING brin (decided_at);
+-- the sealer finds a seal's rows by transaction, in append order
+CREATE INDEX decision_log_xact_id_idx ON memgov.decision_log USING brin (xact_id);
 
 -- Writes held for a human decision.
 CREATE TABLE memgov.approval_requests (

@@ -130,7 +130,7 @@ BEGIN
 END
 $$;
 
--- Removes a role's binding to a tenant (a role left with no grant is unbound again).
+-- Removes a role's grant of a tenant (while other grants exist, a login left with none acts in no tenant).
 CREATE FUNCTION memgov.revoke_tenant(p_role text, p_org_id text)
 RETURNS jsonb
 LANGUAGE plpgsql

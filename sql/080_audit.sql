@@ -27,14 +27,6 @@
 
 SET ROLE memgov_owner;
 
--- Which transaction wrote each row: pg_current_xact_id() as a bigint (BRIN indexes bigint, not xid8).
-ALTER TABLE memgov.decision_log
-    ADD COLUMN xact_id bigint NOT NULL DEFAULT (pg_catalog.pg_current_xact_id())::text::bigint;
-COMMENT ON COLUMN memgov.decision_log.xact_id IS
-    'the transaction that wrote the row (pg_current_xact_id()); seals cover rows in (xact_id, decision_id) order';
--- Appends arrive in transaction order: a BRIN index finds a seal's rows and costs writers next to nothing.
-CREATE INDEX decision_log_xact_id_idx ON memgov.decision_log USING brin (xact_id);
-
 -- The seals, a hash chain (global: org_id '*'). Seal n covers the rows after seal n-1's
 -- last row up to its own, in (xact_id, decision_id) order; after = (0, 0) for the first.
 CREATE TABLE memgov.decision_log_seals (
@@ -270,8 +262,7 @@ BEGIN
         UPDATE memgov.maintenance_runs
            SET summary = summary || jsonb_build_object('sealed', v_rows)
          WHERE org_id = '*' AND run_id = p_run_id AND status = 'running'
-           AND EXISTS (SELECT FROM memgov.engine_locks e
-                        WHERE e.name = 'maintenance' AND e.holder_pid = pg_backend_pid());
+           AND memgov.maintenance_holder() = pg_backend_pid();
     END IF;
     RETURN jsonb_build_object('sealed', v_rows, 'seals', v_seals, 'last_seal_id', nullif(v_seal_id, 0),
                               'last_hash', CASE WHEN v_seal_id > 0 THEN encode(v_hash, 'hex') END,

@@ -210,8 +210,7 @@ SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    -- memgov.invoker_role(), inline: the role the client acts as
-    v_actor      text := coalesce(nullif(current_setting('role'), 'none'), session_user::text);
+    v_actor      text := memgov.invoker_role();  -- inlined: a SQL function without a SET clause
     v_operation  text;
     v_item       memgov.long_term_memory_items;
     v_decision   memgov.decision;

@@ -851,14 +851,6 @@ RESET ROLE;
 
 SET ROLE memgov_owner;
 
--- Which transaction wrote each row: pg_current_xact_id() as a bigint (BRIN indexes bigint, not xid8).
-ALTER TABLE memgov.decision_log
-    ADD COLUMN xact_id bigint NOT NULL DEFAULT (pg_catalog.pg_current_xact_id())::text::bigint;
-COMMENT ON COLUMN memgov.decision_log.xact_id IS
-    'the transaction that wrote the row (pg_current_xact_id()); seals cover rows in (xact_id, decision_id) order';
--- Appends arrive in transaction order: a BRIN index finds a seal's rows and costs writers next to nothing.
-CREATE INDEX decision_log_xact_id_idx ON memgov.decision_log USING brin (xact_id);
-
 -- The seals, a hash chain (global: org_id '*'). Seal n covers the rows after seal n-1's
 -- last row up to its own, in (xact_id, decision_id) order; after = (0, 0) for the first.
 CREATE TABLE memgov.decision_log_seals (
@@ -1094,8 +1086,7 @@ BEGIN
         UPDATE memgov.maintenance_runs
            SET summary = summary || jsonb_build_object('sealed', v_rows)
          WHERE org_id = '*' AND run_id = p_run_id AND status = 'running'
-           AND EXISTS (SELECT FROM memgov.engine_locks e
-                        WHERE e.name = 'maintenance' AND e.holder_pid = pg_backend_pid());
+           AND memgov.maintenance_holder() = pg_backend_pid();
     END IF;
     RETURN jsonb_build_object('sealed', v_rows, 'seals', v_seals, 'last_seal_id', nullif(v_seal_id, 0),
                               'last_hash', CASE WHEN v_seal_id > 0 THEN encode(v_hash, 'hex') END,
@@ -1416,7 +1407,7 @@ GRANT SELECT ON memgov.decision_log_seals, memgov.decision_log_archives TO memgo
 RESET ROLE;
 
 -- migrate:downgrade
--- sql/080_audit.sql: the decision log's guards, seals and archive records, and its xact_id
+-- sql/080_audit.sql: the decision log's guards, seals and archive records
 DROP TRIGGER refuse_change ON memgov.decision_log;
 DROP TRIGGER refuse_truncate ON memgov.decision_log;
 DROP TABLE memgov.decision_log_archives;
@@ -1430,7 +1421,8 @@ BEGIN
          WHERE p.pronamespace = 'memgov'::regnamespace
            AND p.proname = ANY (ARRAY[
                'run_maintenance', 'apply_retention', 'finish_maintenance', 'start_maintenance',
-               'release_maintenance', 'check_lease', 'claim_maintenance', 'maintenance_holder', 'retention_preview', 'sweep_batch',
+               'release_maintenance', 'check_lease', 'claim_maintenance', 'maintenance_holder',
+               'retention_preview', 'sweep_batch',
                'log_deletion', 'retention_held', 'due_reason', 'retention_interval',
                'forget', 'edit', 'reject', 'confirm', 'govern_feedback_write', 'check_not_pending',
                'record_feedback', 'feedback_setting', 'held_insert_request', 'memory_for_feedback',
@@ -1441,6 +1433,5 @@ BEGIN
     END LOOP;
 END
 $drop$;
-ALTER TABLE memgov.decision_log DROP COLUMN xact_id;
 DROP TABLE memgov.maintenance_runs;
 DROP TABLE memgov.deletion_log;

@@ -31,6 +31,7 @@ from psycopg.types.json import Json, Jsonb
 
 from memgov_pg.compiler import compile_policy
 from memgov_pg.policy import PolicyValidationError, load_policy
+from memgov_pg.tenants import is_tenant_id
 from tests.attack_helpers import (
     GLOBAL_VERSION,
     ORG,
@@ -340,6 +341,8 @@ def test_03_is_tenant_id_follows_the_contract(writer):
     bad = ["", "*", "-acme", ".a", "a b", "a\\&b", "a'b", "a\rb", "é", "a" * 64, "acme\n"]
     got = {t: writer.execute("SELECT memgov.is_tenant_id(%s)", (t,)).fetchone()[0] for t in good + bad}
     assert got == {t: t in good for t in good + bad}
+    # the CLI and the compiler check before any database is asked: the same rule
+    assert {t: is_tenant_id(t) for t in good + bad} == got
 
 
 # == 4. self-approval ======================================================================
