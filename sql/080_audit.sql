@@ -231,11 +231,13 @@ BEGIN
     LOOP
         SELECT count(*)::integer,
                array_agg(b.decision_id ORDER BY b.xact_id, b.decision_id),
-               string_agg(b.digest, ''::bytea ORDER BY b.xact_id, b.decision_id),
+               string_agg(memgov.decision_digest(b.d), ''::bytea ORDER BY b.xact_id, b.decision_id),
                max(b.xact_id),
                max(b.decided_at)
           INTO v_count, v_ids, v_digests, v_last_x, v_decided
-          FROM (SELECT d.xact_id, d.decision_id, d.decided_at, memgov.decision_digest(d) AS digest
+          -- the digests are taken of the batch only, after the LIMIT (in the subquery's
+          -- target list they would be computed for every remaining row, once per batch)
+          FROM (SELECT d.xact_id, d.decision_id, d.decided_at, d
                   FROM memgov.decision_log d
                  WHERE d.xact_id >= v_after_x AND d.xact_id < v_horizon
                    AND (d.xact_id, d.decision_id) > (v_after_x, v_after_d)

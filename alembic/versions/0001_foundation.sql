@@ -295,12 +295,12 @@ SET ROLE memgov_owner;
 
 -- Whether a text is a tenant id: a letter or digit, then up to 62 of letters,
 -- digits and . _ : - (never quotes, backslashes, whitespace or comment markers).
+-- (No SET clause, so that it is inlined; the operator is schema-qualified instead.)
 CREATE FUNCTION memgov.is_tenant_id(p_org_id text)
 RETURNS boolean
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
-SET search_path = pg_catalog, pg_temp
 AS $$
-    SELECT coalesce(p_org_id ~ '^[A-Za-z0-9][A-Za-z0-9._:-]{0,62}$', false)
+    SELECT coalesce(p_org_id OPERATOR(pg_catalog.~) '^[A-Za-z0-9][A-Za-z0-9._:-]{0,62}$', false)
 $$;
 
 -- The role on whose behalf memgov's SECURITY DEFINER functions act (their current_user is memgov_owner).
@@ -325,32 +325,42 @@ $$;
 -- then a writer or reviewer login acts only in tenants granted to it (or to a role it is
 -- a member of), and one without a grant in none, so a dropped or renamed role fails
 -- closed. Superusers are never bound; admins work across tenants (memgov.check_tenant).
+-- (PL/pgSQL: its plans are kept for the session; a SQL function that cannot be inlined is
+-- planned again on every call, and row security calls memgov.session_tenant() per statement.)
 CREATE FUNCTION memgov.login_is_bound()
 RETURNS boolean
-LANGUAGE sql STABLE
+LANGUAGE plpgsql STABLE
 SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
-    SELECT NOT r.rolsuper AND EXISTS (SELECT FROM memgov.tenant_grants)
-      FROM pg_catalog.pg_roles r
-     WHERE r.rolname = session_user
+BEGIN
+    RETURN EXISTS (SELECT FROM memgov.tenant_grants)
+           AND NOT (SELECT r.rolsuper FROM pg_roles r WHERE r.rolname = session_user);
+END
 $$;
 
 -- The tenant this session acts in (NULL: none; a writer or reviewer then sees nothing).
 CREATE FUNCTION memgov.session_tenant()
 RETURNS text
-LANGUAGE sql STABLE
+LANGUAGE plpgsql STABLE
 SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
-    SELECT s.org_id
-      FROM (SELECT current_setting('memgov.org_id', true) AS org_id) AS s
-     WHERE memgov.is_tenant_id(s.org_id)
-       AND (NOT memgov.login_is_bound()
-            OR EXISTS (SELECT FROM memgov.tenant_grants g
-                        WHERE g.org_id = s.org_id
+DECLARE
+    v_org_id  text := current_setting('memgov.org_id', true);
+BEGIN
+    IF NOT memgov.is_tenant_id(v_org_id) THEN
+        RETURN NULL;
+    END IF;
+    IF memgov.login_is_bound()
+       AND NOT EXISTS (SELECT FROM memgov.tenant_grants g
+                        WHERE g.org_id = v_org_id
                           AND coalesce(pg_has_role(session_user, to_regrole(quote_ident(g.role_name)), 'MEMBER'),
-                                       false)))
+                                       false)) THEN
+        RETURN NULL;
+    END IF;
+    RETURN v_org_id;
+END
 $$;
 
 -- Raises 42501 unless the invoker may act in p_org_id: admins in any valid tenant,
