@@ -1,0 +1,5 @@
+"""``python -m memgov_pg.cli``."""
+
+from . import main
+
+main()

@@ -1,0 +1,136 @@
+"""Commands for administrators: tenant binding, doctor, the sealed decision log."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+import click
+
+from ..db import resolve_dsn
+from .base import check_tenant, cli, dsn_option, emit, json_option
+
+
+@cli.group()
+def tenant() -> None:
+    """Bind login roles to tenants: a bound login acts only in its tenants (memgov_admin)."""
+
+
+@tenant.command(name="grant")
+@click.argument("role")
+@click.argument("org", callback=check_tenant)
+@dsn_option
+@json_option
+def tenant_grant(role: str, org: str, dsn: str | None, as_json: bool) -> None:
+    """Bind ROLE (a login, or a group role: every login in it) to tenant ORG."""
+    from ..tenants import grant
+
+    result = grant(resolve_dsn(dsn), role, org)
+    emit(result, as_json, lambda r: click.echo(
+        f"bound {role} to tenant {org}" if r.get("granted", True) else f"{role} is already bound to tenant {org}"
+    ))  # fmt: skip
+
+
+@tenant.command(name="revoke")
+@click.argument("role")
+@click.argument("org", callback=check_tenant)
+@dsn_option
+@json_option
+def tenant_revoke(role: str, org: str, dsn: str | None, as_json: bool) -> None:
+    """Remove tenant ORG from ROLE's grants (while any grant exists, a login with none acts in no tenant)."""
+    from ..tenants import revoke
+
+    result = revoke(resolve_dsn(dsn), role, org)
+
+    def text(r: dict[str, Any]) -> None:
+        if not r.get("revoked", True):
+            click.echo(f"{role} was not bound to tenant {org}")
+        elif r.get("still_bound"):
+            click.echo(f"unbound {role} from tenant {org} (it keeps its other tenants)")
+        else:
+            click.echo(f"unbound {role} from tenant {org}: it has no tenant now")
+
+    emit(result, as_json, text)
+
+
+@tenant.command(name="list")
+@click.option("--role", metavar="ROLE", help="Only this role's tenants.")
+@dsn_option
+@json_option
+def tenant_list(role: str | None, dsn: str | None, as_json: bool) -> None:
+    """The tenant grants: role, tenant, who granted it and when, the logins it binds."""
+    from ..tenants import list_grants
+
+    rows = list_grants(resolve_dsn(dsn), role)
+    if as_json:
+        click.echo(json.dumps(rows, indent=2, default=str))
+        return
+    if not rows:
+        click.echo(f"no tenant grants for {role}" if role else "no tenant grants: tenant binding is not in use")
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table()
+    for column in ("role", "tenant", "granted by", "granted at", "logins bound"):
+        table.add_column(column)
+    for r in rows:
+        name = r["role"] if r["role_exists"] else f"{r['role']} (no such role)"
+        table.add_row(name, r["org_id"], r["granted_by"], str(r["granted_at"]), ", ".join(r["logins"]))
+    Console().print(table)
+
+
+@cli.command()
+@click.option(
+    "--fail-on",
+    type=click.Choice(["warning", "error"]),
+    default="warning",
+    show_default=True,
+    help="Exit 1 on warnings and errors, or on errors only. Notes (info) never fail.",
+)
+@dsn_option
+@json_option
+def doctor(fail_on: str, dsn: str | None, as_json: bool) -> None:
+    """Check the database's roles and grants for ways around memgov; exit 1 on a finding.
+
+    One finding per line: severity, check, what is wrong, and the fix. Run it as a superuser.
+    """
+    from ..doctor import diagnose
+
+    report = diagnose(resolve_dsn(dsn))
+    if as_json:
+        click.echo(json.dumps(report.to_json(fail_on), indent=2))
+    else:
+        for finding in report.findings:
+            click.echo(str(finding))
+        click.echo(report.summary())
+    if report.failed(fail_on):
+        sys.exit(1)
+
+
+def check_anchor(ctx: click.Context, param: click.Parameter, value: str | None) -> Any:
+    """A click callback: SEAL_ID:HASH passes; anything else is one line on stderr and exit 2."""
+    from ..audit import parse_anchor
+
+    return None if value is None else parse_anchor(value)
+
+
+@cli.command(name="verify-log")
+@click.option(
+    "--anchor",
+    metavar="SEAL_ID:HASH",
+    callback=check_anchor,
+    help="A seal's hash kept outside the database (as printed before): a different one is a break.",
+)
+@dsn_option
+@json_option
+def verify_log(anchor: Any, dsn: str | None, as_json: bool) -> None:
+    """Recompute the decision log's hash chain; exit 1 and name the first altered, missing or
+    extra row on a break. Prints the last seal's hash: keep it outside the database."""
+    from ..audit import report_lines, verify
+
+    report = verify(resolve_dsn(dsn), anchor)
+    emit(report, as_json, lambda r: click.echo("\n".join(report_lines(r))))
+    if not report["ok"]:
+        sys.exit(1)

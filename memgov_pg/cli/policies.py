@@ -1,0 +1,141 @@
+"""Commands for policies: validate, compile, deploy, rollback, evaluate."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+import click
+
+from ..db import resolve_dsn
+from ..policy import OPERATION_TYPES
+from .base import cli, dsn_option, emit, json_option, tenant_option
+
+
+def print_warnings(warnings: Any) -> None:
+    for warning in warnings:
+        click.echo(str(warning), err=True)
+
+
+@cli.command()
+@click.argument("policies", nargs=-1, required=True, type=click.Path(dir_okay=False))
+@dsn_option
+@json_option
+def validate(policies: tuple[str, ...], dsn: str | None, as_json: bool) -> None:
+    """Check policy files; exit 1 with `file:line: rule-id: message` lines on errors.
+
+    Regular expressions are checked by PostgreSQL when a database is configured
+    (--dsn, MEMGOV_DSN or `memgov up`), otherwise offline.
+    """
+    from ..deploy import optional_connection, pg_regex_checker, read_policy
+    from ..policy import analyze_policy
+
+    results: list[dict[str, Any]] = []
+    with optional_connection(dsn) as conn:
+        checker = pg_regex_checker(conn) if conn is not None else None
+        for path in policies:
+            report = analyze_policy(read_policy(path), filename=path, regex_checker=checker)
+            results.append(
+                {
+                    "file": path,
+                    "ok": report.ok,
+                    "version": report.policy.version if report.policy else None,
+                    "errors": [str(e) for e in report.errors],
+                    "warnings": [str(w) for w in report.warnings],
+                }
+            )
+    if as_json:
+        click.echo(json.dumps(results, indent=2))
+    else:
+        for result in results:
+            for line in result["errors"] + result["warnings"]:
+                click.echo(line, err=True)
+            if result["ok"]:
+                click.echo(f"{result['file']}: ok (version {result['version']})")
+    if not all(r["ok"] for r in results):
+        sys.exit(1)
+
+
+@cli.command(name="compile")
+@click.argument("policy", type=click.Path(dir_okay=False))
+@tenant_option("Compile as the override policy of one tenant (org_id).")
+@dsn_option
+def compile_command(policy: str, tenant: str | None, dsn: str | None) -> None:
+    """Print the SQL that `memgov deploy` would run (a psql script)."""
+    from ..deploy import compile_file
+
+    compiled = compile_file(policy, tenant, dsn)
+    print_warnings(compiled.policy.warnings)
+    click.echo(compiled.script(), nl=False)
+
+
+@cli.command()
+@click.argument("policy", type=click.Path(dir_okay=False))
+@tenant_option("Deploy as the override policy of one tenant (org_id).")
+@dsn_option
+@json_option
+def deploy(policy: str, tenant: str | None, dsn: str | None, as_json: bool) -> None:
+    """Validate, compile and activate a policy in one transaction."""
+    from ..deploy import deploy as run_deploy
+
+    result = run_deploy(resolve_dsn(dsn), policy, tenant)
+    print_warnings(result.warnings)
+    data = {"version": result.version, "tenant": result.org_id, "rules": result.rules}
+    scope = "global" if result.org_id == "*" else f"tenant {result.org_id}"
+    emit(data, as_json, lambda d: click.echo(f"deployed {d['version']} ({scope}, {d['rules']} rules)"))
+
+
+@cli.command()
+@click.option("--to", "to_version", metavar="VERSION", help="Version to re-activate (default: the previous one).")
+@tenant_option("Roll back a tenant's override policy.")
+@dsn_option
+@json_option
+def rollback(to_version: str | None, tenant: str | None, dsn: str | None, as_json: bool) -> None:
+    """Re-activate an earlier policy version."""
+    from ..deploy import rollback as run_rollback
+
+    version = run_rollback(resolve_dsn(dsn), tenant, to_version)
+    emit({"version": version, "tenant": tenant or "*"}, as_json, lambda d: click.echo(f"active: {d['version']}"))
+
+
+@cli.command()
+@click.option("--item", "item_json", required=True, metavar="JSON", help="The item, as a JSON object.")
+@click.option(
+    "--operation",
+    default="remember",
+    show_default=True,
+    type=click.Choice(OPERATION_TYPES),
+)
+@click.option("--explain", is_flag=True, help="Also show every rule: matched or not, and the first failing condition.")
+@dsn_option
+@json_option
+def evaluate(item_json: str, operation: str, explain: bool, dsn: str | None, as_json: bool) -> None:
+    """Print the decision the active policy takes on an item (writes nothing)."""
+    from ..deploy import evaluate as run_evaluate
+    from ..deploy import parse_item
+
+    item = parse_item(item_json)
+    decision = run_evaluate(resolve_dsn(dsn), item, operation, explain)
+    if as_json or not explain:
+        click.echo(json.dumps(decision, indent=2))
+        return
+    rules = decision.pop("rules")
+    click.echo(json.dumps(decision, indent=2))
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title="rules in evaluation order")
+    for column in ("rule", "priority", "action", "in scope", "matched", "first failing condition"):
+        table.add_column(column)
+    for rule in rules:
+        failed = rule.get("first_failed_condition")
+        table.add_row(
+            rule["rule_id"], str(rule["priority"]), rule["action"], _yes(rule["in_scope"]), _yes(rule["matched"]),
+            "" if not failed else f"{failed['field']} {failed['operator']} {json.dumps(failed['value'])}",
+        )  # fmt: skip
+    Console().print(table)
+
+
+def _yes(value: object) -> str:
+    return "yes" if value else "no"

@@ -1,0 +1,132 @@
+"""Commands for the database itself: the embedded cluster, migrations, status, the demo."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from ..db import resolve_dsn
+from .base import cli, dsn_option, emit, json_option
+
+
+@cli.command()
+@json_option
+def up(as_json: bool) -> None:
+    """Start the embedded local cluster (PostgreSQL + pg_cron) under .memgov/."""
+    from ..cluster import EMBEDDED_DB, EmbeddedCluster
+
+    embedded = EmbeddedCluster()
+    cluster = embedded.up()
+    data = {"dsn": cluster.dsn(EMBEDDED_DB), "datadir": str(cluster.datadir), "port": cluster.port}
+    emit(data, as_json, lambda d: click.echo(d["dsn"]))
+
+
+@cli.command()
+def down() -> None:
+    """Stop the embedded local cluster."""
+    from ..cluster import EmbeddedCluster
+
+    if EmbeddedCluster().down():
+        click.echo("stopped")
+    else:
+        click.echo("not running")
+
+
+@cli.command()
+@dsn_option
+@click.option("--revision", default="head", show_default=True, help="Alembic revision to upgrade to.")
+@json_option
+def migrate(dsn: str | None, revision: str, as_json: bool) -> None:
+    """Upgrade the memgov schema to head (Alembic)."""
+    from ..migrate import upgrade
+
+    target = resolve_dsn(dsn)
+    before, after = upgrade(target, revision)
+    data = {"from": before, "to": after}
+
+    def text(d: dict[str, Any]) -> None:
+        if d["from"] == d["to"]:
+            click.echo(f"memgov schema already at {d['to']}")
+        else:
+            click.echo(f"memgov schema upgraded from {d['from'] or 'nothing'} to {d['to']}")
+
+    emit(data, as_json, text)
+
+
+@cli.command()
+@dsn_option
+@json_option
+def status(dsn: str | None, as_json: bool) -> None:
+    """Live policies, approvals, quarantine, the last sweep, decisions (24 h), the pg_cron job, the schema."""
+    from ..retention import status as read_status
+
+    data = read_status(resolve_dsn(dsn))
+    emit(data, as_json, _print_status)
+
+
+def _print_status(d: dict[str, Any]) -> None:
+    line = lambda key, value: click.echo(f"{key:18} {value}")  # noqa: E731
+    line("database", f"{d['database']} (PostgreSQL {d['server_version']}, user {d['user']})")
+    revision = d["schema_revision"] or "none: run `memgov migrate`"
+    behind = "" if d["schema_revision"] in (None, d["head_revision"]) else f" (head is {d['head_revision']})"
+    line("schema revision", f"{revision}{behind}")
+    if d["policies"] is not None:
+        policies = d["policies"]
+        if isinstance(policies, dict):
+            line("policies", policies["error"])
+        else:
+            line("policies", ", ".join(
+                f"{'global' if p['org_id'] == '*' else p['org_id']} {p['version']} ({p['mode']})" for p in policies
+            ) or "none deployed: every write is denied (NO_ACTIVE_POLICY); run `memgov deploy`")  # fmt: skip
+        line("pending approvals", _count_line(d["pending_approvals"], "total"))
+        line("quarantine", _count_line(d["quarantine"], "total", " held"))
+        decisions = d["decisions_24h"]
+        line("decisions (24 h)", decisions.get("error") if "error" in decisions else (
+            ", ".join(f"{action} {n}" for action, n in decisions.items()) or "none"))  # fmt: skip
+        line("last maintenance", _run_line(d["last_maintenance_run"]))
+    line("pg_cron", _cron_line(d["pg_cron"]))
+    cron = d["pg_cron"]
+    if cron.get("last_run"):
+        last = cron["last_run"]
+        message = (last.get("return_message") or "").strip()
+        line("  last cron run", f"{last['status']} at {last['start_time']}" + (f": {message}" if message else ""))
+
+
+def _count_line(section: dict[str, Any], key: str, suffix: str = "") -> str:
+    if "error" in section:
+        return str(section["error"])
+    tenants = ", ".join(f"{org} {n}" for org, n in section["by_tenant"].items())
+    return f"{section[key]}{suffix}" + (f" ({tenants})" if tenants else "")
+
+
+def _run_line(run: dict[str, Any] | None) -> str:
+    if run is None:
+        return "never run (`memgov retention run`, or schedule it: `memgov retention schedule`)"
+    if "error" in run:
+        return str(run["error"])
+    c = run["counts"]
+    return (f"run {run['run_id']} {run['status']}, started {run['started_at']}: deleted ttl {c['ttl']}, "
+            f"confidence {c['confidence']}, auto_delete {c['auto_delete']}; "
+            f"approvals expired {c['approvals_expired']}")  # fmt: skip
+
+
+def _cron_line(cron: dict[str, Any]) -> str:
+    if cron.get("error"):
+        return f"unavailable: {cron['error']}"
+    job = cron.get("job")
+    if job is None:
+        return f"no job {cron['job_name']} (install it: `memgov retention schedule`)"
+    state = "active" if job["active"] else "inactive"
+    return (f"job {job['jobid']} {job['jobname']} '{job['schedule']}' (GMT), {state}, "
+            f"runs as {job['username']} from database {cron['cron_database']}")  # fmt: skip
+
+
+@cli.command()
+@dsn_option
+def demo(dsn: str | None) -> None:
+    """Migrate, deploy policies/default.yaml and play a short story of agent writes,
+    approvals, feedback and retention, printing what the database decided."""
+    from ..demo import run_demo
+
+    run_demo(dsn)
