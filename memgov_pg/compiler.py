@@ -15,89 +15,37 @@ tenant and the policy file (callers never use these names: the dispatchers of
   that matches the row (its id), or NULL: the retention sweep's predicate.
 
 Nothing is interpreted at run time: no EXECUTE, no JSON rules. Values from the
-policy reach SQL only through :func:`literal`; identifiers only from the fixed
-field table of :mod:`memgov_pg.policy`.
+policy reach SQL only through :func:`literal`; identifiers and field
+expressions only from the fixed field table of :mod:`memgov_pg.policy.vocabulary`,
+which also says what each field needs computed first (a detector, the risk score).
+
+The decide function of a global policy also serves as the body of
+``memgov.decide``: ``memgov.rebuild_dispatch`` puts the routing to the tenants'
+policies at the line :data:`TENANT_ROUTING_MARKER`, which the compiler emits
+right after ``BEGIN``, before anything else of the body.
 """
 
 from __future__ import annotations
 
-import datetime as dt
 import hashlib
-import json
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from decimal import Decimal
 from typing import Any
 
-from .policy import (
-    Condition,
-    FieldOrigin,
-    Policy,
-    RelativeTime,
-    Rule,
-    lookup_field,
-)
+from .policy.model import Condition, Policy, RelativeTime, Rule, settings_json
+from .policy.vocabulary import COMPUTED, DECISION_RISK, SOURCES, Computed, computed_for, lookup_field
+from .sql_literals import dollar_quote, jsonb_literal, literal, text_array
 from .tenants import check_tenant_id, scope_text
 
 COMPILER_VERSION = "1"
+#: The line of a compiled decide body where memgov.rebuild_dispatch (sql/030_policy.sql)
+#: puts the routing to the tenants' policies when the body serves as memgov.decide.
+TENANT_ROUTING_MARKER = "    -- memgov:tenant-routing"
 
 # Dispatch on category by binary search once a branch list is longer than this.
 _LINEAR_DISPATCH_MAX = 4
 _IDENTIFIER = re.compile(r"^[a-z_][a-z0-9_]*$")
-
-# ---------------------------------------------------------------------------
-# Literals: the only way a policy value reaches SQL
-# ---------------------------------------------------------------------------
-
-
-def literal(value: Any) -> str:
-    """An SQL literal for a policy value.
-
-    Strings become ``E'...'`` literals with backslashes and quotes doubled, so
-    their meaning does not depend on ``standard_conforming_strings``; NUL, which
-    PostgreSQL text cannot hold, is refused.
-    """
-    if value is None:
-        return "NULL"
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int):
-        return str(value)
-    if isinstance(value, Decimal):
-        if not value.is_finite():
-            raise ValueError(f"not a finite number: {value}")
-        return format(value, "f")
-    if isinstance(value, str):
-        if "\x00" in value:
-            raise ValueError("text values cannot contain NUL characters")
-        quoted = value.replace("'", "''")
-        if "\\" in value:
-            # E'' keeps the meaning whatever standard_conforming_strings says
-            return "E'" + quoted.replace("\\", "\\\\") + "'"
-        return "'" + quoted + "'"
-    if isinstance(value, dt.datetime):
-        return f"{literal(value.isoformat())}::timestamptz"
-    raise TypeError(f"no SQL literal for {value!r}")
-
-
-def text_array(values: Iterable[str]) -> str:
-    items = [literal(v) for v in values]
-    return f"ARRAY[{', '.join(items)}]::text[]" if items else "ARRAY[]::text[]"
-
-
-def jsonb_literal(doc: Any) -> str:
-    return f"{literal(json.dumps(doc, sort_keys=True, separators=(',', ':')))}::jsonb"
-
-
-def dollar_quote(body: str, tag: str) -> str:
-    """``$tag$body$tag$`` with a tag that does not occur in ``body``."""
-    candidate, n = tag, 0
-    while f"${candidate}$" in body:
-        n += 1
-        candidate = f"{tag}{n}"
-    return f"${candidate}${body}${candidate}$"
-
 
 # ---------------------------------------------------------------------------
 # Conditions
@@ -105,31 +53,18 @@ def dollar_quote(body: str, tag: str) -> str:
 
 
 def field_sql(field: str) -> str:
-    """The SQL expression that reads a field inside a compiled function."""
+    """The SQL expression that reads a field inside a compiled function (the field
+    table's ``sql``, or the item's column)."""
     spec = lookup_field(field)
     if spec is None:  # the validator never lets one through
         raise ValueError(f"unknown field {field!r}")
-    origin = spec.origin
-    if origin is FieldOrigin.OPERATION:
-        return "p_operation"
-    if origin is FieldOrigin.ACTOR:
-        return "p_actor"
-    if origin is FieldOrigin.ITEM:
-        assert spec.column is not None and _IDENTIFIER.match(spec.column)
-        return f"p_item.{spec.column}"
-    if origin is FieldOrigin.METADATA:
-        return f"(p_item.metadata ->> {literal(spec.metadata_key)})"
-    if field == "content.contains_pii":
-        return "v_pii"
-    if field == "content.contains_secret":
-        return "v_secret"
-    if field == "content.length":
-        return "char_length(p_item.fact_text)"
-    if field == "risk_score":
-        return "v_risk_score"
-    if field == "risk_level":
-        return "v_risk_level"
-    raise ValueError(f"no SQL for field {field!r}")
+    if spec.metadata_key is not None:
+        assert spec.sql is not None
+        return spec.sql.format(key=literal(spec.metadata_key))
+    if spec.sql is not None:
+        return spec.sql
+    assert spec.column is not None and _IDENTIFIER.match(spec.column)
+    return f"p_item.{spec.column}"
 
 
 def _value_sql(value: Any) -> str:
@@ -239,21 +174,17 @@ class CompiledPolicy:
     bodies: tuple[str, str, str]  # what install_policy receives: decide, explain, retention
 
     def settings(self) -> dict[str, Any]:
+        """``memgov.policy_settings(org)``: feedback and retention hold only what the
+        policy sets; SQL applies its defaults to the rest."""
         p = self.policy
         return {
             "version": p.version,
             "mode": p.mode,
             "on_policy_miss": p.on_policy_miss,
             "risk_thresholds": _thresholds(p),
-            "feedback": {k: str(v) for k, v in vars(p.feedback).items()},
+            "feedback": settings_json(p.feedback),
             "sources": {k: list(v) for k, v in vars(p.sources).items()},
-            "retention": {
-                "schedule": p.retention.schedule,
-                "batch_size": p.retention.batch_size,
-                "confidence_floor": str(p.retention.confidence_floor),
-                "confidence_grace": str(p.retention.confidence_grace),
-                "approval_ttl": str(p.retention.approval_ttl),
-            },
+            "retention": settings_json(p.retention),
         }
 
     def rule_rows(self) -> list[dict[str, Any]]:
@@ -319,11 +250,13 @@ class _Emitter:
 
     # -- decisions ------------------------------------------------------------
     def decision(self, action: str, reason_codes: Sequence[str], rule_ids: Sequence[str]) -> str:
+        """A decision carries the risk score and level: NULL unless the rules read them."""
         p = self.policy
+        risk = ", ".join(name for name, _ in COMPUTED[DECISION_RISK].variables)
         return (
             f"ROW({literal(action)}, {text_array(reason_codes)}, {text_array(rule_ids)}, "
             f"{literal(p.version)}, {literal(p.mode)}, {literal(self.enforced)}, "
-            f"v_risk_score, v_risk_level)::memgov.decision"
+            f"{risk})::memgov.decision"
         )
 
     def miss(self) -> str:
@@ -334,35 +267,28 @@ class _Emitter:
         return self.decision(rule.action, rule.reason_codes, [rule.id])
 
     # -- prologue: detectors, risk, strict completeness -------------------------
-    def declarations(self, fields: frozenset[str]) -> list[str]:
-        lines = ["    v_risk_score numeric;", "    v_risk_level text;"]
-        if fields & {"content.contains_pii", "risk_score", "risk_level"}:
-            lines.append("    v_pii boolean;")
-        if fields & {"content.contains_secret", "risk_score", "risk_level"}:
-            lines.append("    v_secret boolean;")
-        return lines
+    def declarations(self, fields: frozenset[str], *, decision: bool) -> list[str]:
+        """The variables of what the rules need computed (and, in a function that
+        returns decisions, of the risk score every decision carries)."""
+        computed = list(computed_for(fields))
+        if decision and COMPUTED[DECISION_RISK] not in computed:
+            computed.append(COMPUTED[DECISION_RISK])
+        return [f"    {name} {type_};" for c in computed for name, type_ in c.variables]
 
-    def prologue(self, fields: frozenset[str], *, with_risk: bool) -> list[str]:
-        """Compute each detector at most once, and only when the rules read it."""
-        out = []
-        needs_risk = with_risk and bool(fields & {"risk_score", "risk_level"})
-        if "content.contains_pii" in fields or needs_risk:
-            out.append("    v_pii := memgov.contains_pii(p_item.fact_text);")
-        if "content.contains_secret" in fields or needs_risk:
-            out.append("    v_secret := memgov.contains_secret(p_item.fact_text);")
-        if needs_risk:
-            thresholds = jsonb_literal(_thresholds(self.policy))
-            out.append(
-                "    SELECT r.score, r.level INTO v_risk_score, v_risk_level\n"
-                "      FROM memgov.risk_assessment(p_operation, v_pii, v_secret, p_item.context_source,\n"
-                f"                                  p_item.org_id, p_item.project_id, {thresholds}) AS r;"
-            )
-        return out
+    def prologue(self, fields: frozenset[str]) -> list[str]:
+        """Compute each detector (and the risk score) at most once, and only when the rules read it."""
+        return [self.computation(c) for c in computed_for(fields)]
+
+    def computation(self, computed: Computed) -> str:
+        thresholds = jsonb_literal(_thresholds(self.policy))
+        # str.replace, not str.format: the thresholds are a literal, the statement fixed
+        statement = computed.statement.replace("{risk_thresholds}", thresholds)
+        return "    " + statement.replace("\n", "\n    ")
 
     def source_check(self) -> list[str]:
         """Only the roles of the policy's ``sources:`` map may claim a fact source."""
         out = []
-        for source in ("user_confirmed", "system_rule", "agent_extracted"):
+        for source in SOURCES:
             roles = self.policy.sources.roles_for(source)
             if "*" in roles:
                 continue
@@ -390,12 +316,8 @@ class _Emitter:
         read: dict[str, str] = {}
         for field in sorted(fields):
             spec = lookup_field(field)
-            if spec is None:
-                continue
-            if spec.origin in (FieldOrigin.ITEM, FieldOrigin.METADATA):
-                read[field] = field_sql(field)
-            elif spec.origin in (FieldOrigin.DETECTOR, FieldOrigin.DERIVED):
-                read.setdefault("fact_text", "p_item.fact_text")
+            if spec is not None and spec.strict_input is not None:
+                read.setdefault(spec.strict_input, field_sql(spec.strict_input))
         if not read:
             return []
         cond = "\n       OR ".join(f"{expr} IS NULL" for expr in dict.fromkeys(read.values()))
@@ -491,18 +413,36 @@ class _Emitter:
         org_id = check_tenant_id(self.org_id, allow_global=True)
         return f"memgov policy {self.policy.version} ({org_id}), sha256 {self.policy.sha256}"
 
-    def decide_function(self) -> str:
-        """The decide function as memgov.install_policy creates it (a review aid)."""
+    def function_sql(self, suffix: str, what: str, args: str, returns: str, source: str) -> str:
+        """One function as memgov.install_policy creates it (a review aid)."""
         return "\n".join(
             [
-                self.header("Decides a write"),
-                f"CREATE OR REPLACE FUNCTION memgov.{self.name}(",
-                "    p_item memgov.long_term_memory_items, p_operation text, p_actor text)",
-                "RETURNS memgov.decision",
+                self.header(what),
+                f"CREATE OR REPLACE FUNCTION memgov.{self.name}{suffix}({args})",
+                f"RETURNS {returns}",
                 "LANGUAGE plpgsql STABLE PARALLEL SAFE SECURITY DEFINER",
-                "AS " + dollar_quote(self.decide_source(), "body") + ";",
-                f"COMMENT ON FUNCTION memgov.{self.name}(memgov.long_term_memory_items, text, text) IS "
+                "AS " + dollar_quote(source, "body") + ";",
+            ]
+        )
+
+    def review_sql(self) -> str:
+        """The three functions and the decide function's comment (what `memgov compile` shows)."""
+        write_args = "p_item memgov.long_term_memory_items, p_operation text, p_actor text"
+        return "\n\n".join(
+            [
+                self.function_sql("", "Decides a write", write_args, "memgov.decision", self.decide_source())
+                + f"\nCOMMENT ON FUNCTION memgov.{self.name}(memgov.long_term_memory_items, text, text) IS "
                 f"{literal(self.comment())};",
+                self.function_sql(
+                    "_explain", "Explains a write decision rule by rule", write_args, "jsonb", self.explain_source()
+                ),
+                self.function_sql(
+                    "_retention",
+                    "Names the auto_delete rule that makes a row due",
+                    "p_item memgov.long_term_memory_items",
+                    "text",
+                    self.retention_source(),
+                ),
             ]
         )
 
@@ -511,27 +451,15 @@ class _Emitter:
         fields = self.policy.fields_read
         indexed = [index_rule(r) for r in rules]
         body = [
+            TENANT_ROUTING_MARKER,  # first: no policy value may precede it
             *self.source_check(),
             *self.strict_check(fields),
-            *self.prologue(fields, with_risk=True),
+            *self.prologue(fields),
             *self.decide_body(indexed),
             "    -- no rule matched",
             f"    RETURN {self.miss()};",
         ]
-        return _body(["DECLARE", *self.declarations(fields), "BEGIN", *body, "END"])
-
-    def explain_function(self) -> str:
-        """The explain function as memgov.install_policy creates it (a review aid)."""
-        return "\n".join(
-            [
-                self.header("Explains a write decision rule by rule"),
-                f"CREATE OR REPLACE FUNCTION memgov.{self.name}_explain(",
-                "    p_item memgov.long_term_memory_items, p_operation text, p_actor text)",
-                "RETURNS jsonb",
-                "LANGUAGE plpgsql STABLE PARALLEL SAFE SECURITY DEFINER",
-                "AS " + dollar_quote(self.explain_source(), "body") + ";",
-            ]
-        )
+        return _body(["DECLARE", *self.declarations(fields, decision=True), "BEGIN", *body, "END"])
 
     def explain_source(self) -> str:
         rules = self.policy.write_rules
@@ -574,25 +502,13 @@ class _Emitter:
         return _body(
             [
                 "DECLARE",
-                *self.declarations(fields),
+                *self.declarations(fields, decision=True),
                 "    v_rules jsonb := '[]'::jsonb;",
                 "BEGIN",
-                *self.prologue(fields, with_risk=True),
+                *self.prologue(fields),
                 *entries,
                 "    RETURN v_rules;",
                 "END",
-            ]
-        )
-
-    def retention_function(self) -> str:
-        """The retention function as memgov.install_policy creates it (a review aid)."""
-        return "\n".join(
-            [
-                self.header("Names the auto_delete rule that makes a row due"),
-                f"CREATE OR REPLACE FUNCTION memgov.{self.name}_retention(p_item memgov.long_term_memory_items)",
-                "RETURNS text",
-                "LANGUAGE plpgsql STABLE PARALLEL SAFE SECURITY DEFINER",
-                "AS " + dollar_quote(self.retention_source(), "body") + ";",
             ]
         )
 
@@ -601,13 +517,13 @@ class _Emitter:
         fields = self.policy.retention_fields_read
         body = [
             "DECLARE",
-            *[line for line in self.declarations(fields) if "risk" not in line],
+            *self.declarations(fields, decision=False),
             "BEGIN",
             "    -- permanent_until_revoked rows are never deleted by an automatic process",
             "    IF p_item.retention_policy = 'permanent_until_revoked' THEN",
             "        RETURN NULL;",
             "    END IF;",
-            *self.prologue(fields, with_risk=False),
+            *self.prologue(fields),
         ]
         for rule in rules:
             ir = index_rule(rule)
@@ -639,6 +555,6 @@ def compile_policy(policy: Policy, org_id: str = "*") -> CompiledPolicy:
     org_id = check_tenant_id(org_id, allow_global=True)
     name = function_name(org_id, policy.sha256)
     emitter = _Emitter(policy, org_id, name)
-    sql = "\n\n".join([emitter.decide_function(), emitter.explain_function(), emitter.retention_function()])
+    sql = emitter.review_sql()
     bodies = (emitter.decide_source(), emitter.explain_source(), emitter.retention_source())
     return CompiledPolicy(policy, org_id, name, sql + "\n", bodies)

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from .errors import MemgovError
 
-if TYPE_CHECKING:  # the validation needs no database driver: policy.py imports this module
+if TYPE_CHECKING:  # the validation needs no database driver: the policy reader imports this module
     import psycopg
 
 #: The rule, as the SQL function memgov.is_tenant_id writes it.

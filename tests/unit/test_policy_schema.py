@@ -1,6 +1,7 @@
 """policies/schema/memgov-policy.schema.json: a valid draft 2020-12 schema that
 accepts every shipped policy and every policy the Python validator accepts in
-the corpus, and that lists the same fields, operators and actions as the code."""
+the corpus, that lists the same fields, operators and actions as the code, and
+that is what memgov_pg.policy.json_schema generates (not a hand-kept copy)."""
 
 from __future__ import annotations
 
@@ -18,9 +19,15 @@ from memgov_pg.policy import (
     FIELDS,
     MODES,
     OPERATORS,
+    SOURCES,
     WRITE_ACTIONS,
     analyze_policy,
 )
+from memgov_pg.policy.json_schema import main, render
+from memgov_pg.policy.model import FEEDBACK_BOUNDS
+from memgov_pg.policy.reader import RETENTION_KEYS, TOP_KEYS
+from memgov_pg.policy.reader_conditions import WHEN_KEYS
+from memgov_pg.policy.reader_rules import RULE_KEYS
 
 ROOT = Path(__file__).resolve().parents[2]
 POLICIES = ROOT / "policies"
@@ -128,3 +135,30 @@ def test_schema_lists_the_code_tables(schema: dict[str, Any]) -> None:
     miss = schema["properties"]["defaults"]["properties"]["on_policy_miss"]["enum"]
     assert set(miss) == set(WRITE_ACTIONS) | {"auto_confirm", "require_user_approval"}
     assert set(defs["conditionMap"]["properties"]) == set(FIELDS)
+
+
+def test_schema_file_is_generated_from_the_vocabulary() -> None:
+    """The committed file is what scripts/generate-policy-schema writes: regenerate it when this fails."""
+    assert SCHEMA_PATH.read_text(encoding="utf-8") == render(), "run scripts/generate-policy-schema"
+    assert main(["--check", str(SCHEMA_PATH)]) == 0
+
+
+def test_schema_check_reports_a_stale_file(tmp_path: Path) -> None:
+    stale = tmp_path / "schema.json"
+    stale.write_text(render().replace('"minProperties": 1', '"minProperties": 2', 1), encoding="utf-8")
+    assert main(["--check", str(stale)]) == 1
+    assert main([str(stale)]) == 0
+    assert main(["--check", str(stale)]) == 0
+
+
+def test_schema_lists_the_keys_the_reader_knows(schema: dict[str, Any]) -> None:
+    defs = schema["$defs"]
+    assert set(schema["properties"]) == set(TOP_KEYS)
+    assert set(defs["rule"]["properties"]) == set(RULE_KEYS)
+    assert set(defs["whenCondition"]["properties"]) == set(WHEN_KEYS)
+    assert set(schema["properties"]["retention"]["properties"]) == set(RETENTION_KEYS)
+    assert set(schema["properties"]["feedback"]["properties"]) == set(FEEDBACK_BOUNDS)
+    assert set(schema["properties"]["sources"]["properties"]) == set(SOURCES)
+    # the engine's defaults of these settings live in SQL only
+    for section in ("feedback", "retention"):
+        assert all("default" not in p for p in schema["properties"][section]["properties"].values()), section

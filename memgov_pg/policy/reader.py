@@ -1,0 +1,295 @@
+"""The policy reader: YAML text -> a :class:`~memgov_pg.policy.model.Policy`,
+every mistake reported with its line.
+
+:class:`PolicyReader` reads the top level and the settings sections
+(``defaults``, ``risk_thresholds``, ``feedback``, ``sources``, ``retention``)
+here; the rules, conditions, lints and generic node reading come from the
+classes it builds on (:mod:`.reader_rules`, :mod:`.reader_conditions`,
+:mod:`.lints`, :mod:`.reader_nodes`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import re
+from collections.abc import Sequence
+from decimal import Decimal
+from pathlib import Path
+from typing import Any, Final
+
+import yaml
+from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
+
+from .model import (
+    BATCH_SIZE_RANGE,
+    FEEDBACK_BOUNDS,
+    Feedback,
+    Policy,
+    Retention,
+    RiskThresholds,
+    SourceGrants,
+)
+from .reader_nodes import _NULL, _STR, _show
+from .reader_rules import RuleReader
+from .vocabulary import (
+    ACTION_ALIASES,
+    DEFAULT_MODE,
+    DEFAULT_ON_POLICY_MISS,
+    MAX_ROLE,
+    MODES,
+    SOURCES,
+    WRITE_ACTIONS,
+)
+
+#: The top-level keys of a policy file.
+TOP_KEYS = (
+    "version",
+    "description",
+    "mode",
+    "defaults",
+    "risk_thresholds",
+    "feedback",
+    "sources",
+    "retention",
+    "rules",
+)
+#: The keys of ``retention:``.
+RETENTION_KEYS = ("schedule", "batch_size", "confidence_floor", "confidence_grace", "approval_ttl")
+#: The keys of ``risk_thresholds:``.
+RISK_THRESHOLD_KEYS = ("low_max", "medium_max", "high_max")
+SEMVER_RE: Final = re.compile(
+    r"(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)"
+    r"(?:-((?:0|[1-9]\d*|\d*[a-zA-Z-][0-9a-zA-Z-]*)"
+    r"(?:\.(?:0|[1-9]\d*|\d*[a-zA-Z-][0-9a-zA-Z-]*))*))?"
+    r"(?:\+([0-9a-zA-Z-]+(?:\.[0-9a-zA-Z-]+)*))?"
+)
+_CRON_FIELD_RE: Final = re.compile(r"[0-9A-Za-z*,/\-]+")
+_ZERO = Decimal(0)
+_ONE = Decimal(1)
+
+
+class PolicyReader(RuleReader):
+    """Reads a whole policy file; ``errors`` and ``warnings`` hold the findings."""
+
+    def parse(self, text: str, raw: bytes, path: Path | None) -> Policy | None:
+        try:
+            root = yaml.compose(text, Loader=yaml.SafeLoader)
+        except yaml.MarkedYAMLError as exc:
+            mark = exc.problem_mark or exc.context_mark
+            line = mark.line + 1 if mark is not None else 1
+            problem = exc.problem or exc.context or "cannot parse"
+            if exc.context and exc.problem:
+                problem = f"{exc.context}: {exc.problem}"
+            self.error(line, "-", f"invalid YAML: {problem}")
+            return None
+        except yaml.YAMLError as exc:
+            self.error(1, "-", f"invalid YAML: {exc}")
+            return None
+        if root is None:
+            self.error(1, "-", "the policy file is empty")
+            return None
+        if not isinstance(root, MappingNode):
+            self.error(root, "-", f"the top level of a policy must be a mapping, got {_show(root)}")
+            return None
+        top = self.mapping(root, "-", "the policy", TOP_KEYS, required=("version",))
+        if top is None:
+            return None
+
+        version = None
+        if "version" in top:
+            version = self.version(top["version"][1])
+        description = None
+        if "description" in top:
+            description = self.string(top["description"][1], "-", "description", allow_empty=True)
+        mode: str | None = DEFAULT_MODE
+        if "mode" in top:
+            mode = self.choice(top["mode"][1], "-", "mode", MODES)
+        on_miss = self.defaults(top.get("defaults"))
+        thresholds = self.risk_thresholds(top.get("risk_thresholds"))
+        feedback = self.feedback(top.get("feedback"))
+        sources = self.sources(top.get("sources"))
+        retention = self.retention(top.get("retention"))
+        rules = self.rules(top.get("rules"), root)
+
+        if (
+            self.errors
+            or version is None
+            or mode is None
+            or on_miss is None
+            or thresholds is None
+            or feedback is None
+            or sources is None
+            or retention is None
+        ):
+            return None
+        return Policy(
+            version=version,
+            mode=mode,  # type: ignore[arg-type]
+            on_policy_miss=on_miss,  # type: ignore[arg-type]
+            risk_thresholds=thresholds,
+            feedback=feedback,
+            sources=sources,
+            retention=retention,
+            rules=rules,
+            source_path=path,
+            sha256=hashlib.sha256(raw).hexdigest(),
+            warnings=(),
+            description=description,
+            source_text=text,
+        )
+
+    def version(self, node: Node) -> str | None:
+        if not isinstance(node, ScalarNode) or node.tag != _STR:
+            self.error(
+                node,
+                "-",
+                f'version must be a quoted semver string like "1.2.0", got {_show(node)}',
+            )
+            return None
+        value: str = node.value
+        if not SEMVER_RE.fullmatch(value):
+            self.error(node, "-", f"version '{value}' is not a semver version (like 1.2.0)")
+            return None
+        return value
+
+    def optional_section(
+        self, item: tuple[ScalarNode, Node] | None, what: str, allowed: Sequence[str]
+    ) -> dict[str, tuple[ScalarNode, Node]] | None:
+        """An optional mapping section; absent or null -> {} (all defaults)."""
+        if item is None:
+            return {}
+        node = item[1]
+        if isinstance(node, ScalarNode) and node.tag == _NULL:
+            return {}
+        return self.mapping(node, "-", what, allowed)
+
+    def defaults(self, item: tuple[ScalarNode, Node] | None) -> str | None:
+        section = self.optional_section(item, "defaults", ("on_policy_miss",))
+        if section is None:
+            return None
+        if "on_policy_miss" not in section:
+            return DEFAULT_ON_POLICY_MISS
+        node = section["on_policy_miss"][1]
+        if isinstance(node, ScalarNode) and node.tag == _STR and node.value == "auto_delete":
+            self.error(node, "-", "on_policy_miss must be a write action, not auto_delete")
+            return None
+        choices = WRITE_ACTIONS + tuple(ACTION_ALIASES)
+        value = self.choice(node, "-", "on_policy_miss action", choices)
+        return None if value is None else ACTION_ALIASES.get(value, value)
+
+    def risk_thresholds(self, item: tuple[ScalarNode, Node] | None) -> RiskThresholds | None:
+        section = self.optional_section(item, "risk_thresholds", RISK_THRESHOLD_KEYS)
+        if section is None:
+            return None
+        default = RiskThresholds()
+        values: dict[str, Decimal] = {}
+        ok = True
+        for name in RISK_THRESHOLD_KEYS:
+            if name in section:
+                v = self.number(section[name][1], "-", f"risk_thresholds.{name}", _ZERO, _ONE)
+                if v is None:
+                    ok = False
+                    continue
+                values[name] = v
+        if not ok:
+            return None
+        result = dataclasses.replace(default, **values)
+        if not result.low_max < result.medium_max < result.high_max:
+            where = item[0] if item is not None else 1
+            self.error(
+                where,
+                "-",
+                "risk_thresholds must increase: low_max < medium_max < high_max"
+                f" (got {result.low_max}, {result.medium_max}, {result.high_max})",
+            )
+            return None
+        return result
+
+    def feedback(self, item: tuple[ScalarNode, Node] | None) -> Feedback | None:
+        section = self.optional_section(item, "feedback", tuple(FEEDBACK_BOUNDS))
+        if section is None:
+            return None
+        values: dict[str, Decimal] = {}
+        ok = True
+        for name, (lo, hi) in FEEDBACK_BOUNDS.items():
+            if name in section:
+                v = self.number(section[name][1], "-", f"feedback.{name}", lo, hi)
+                if v is None:
+                    ok = False
+                else:
+                    values[name] = v
+        return dataclasses.replace(Feedback(), **values) if ok else None
+
+    def sources(self, item: tuple[ScalarNode, Node] | None) -> SourceGrants | None:
+        section = self.optional_section(item, "sources", SOURCES)
+        if section is None:
+            return None
+        values: dict[str, tuple[str, ...]] = {}
+        ok = True
+        for name in SOURCES:
+            if name not in section:
+                continue
+            node = section[name][1]
+            if not isinstance(node, SequenceNode):
+                self.error(node, "-", f"sources.{name} must be a list of roles, got {_show(node)}")
+                ok = False
+                continue
+            roles: list[str] = []
+            for role_node in node.value:
+                role = self.label(role_node, "-", f"a role in sources.{name}", MAX_ROLE)
+                if role is None:
+                    ok = False
+                elif role not in roles:
+                    roles.append(role)
+            values[name] = tuple(roles)
+        return dataclasses.replace(SourceGrants(), **values) if ok else None
+
+    def retention(self, item: tuple[ScalarNode, Node] | None) -> Retention | None:
+        section = self.optional_section(item, "retention", RETENTION_KEYS)
+        if section is None:
+            return None
+        values: dict[str, Any] = {}
+        ok = True
+
+        def put(name: str, value: Any) -> None:
+            nonlocal ok
+            if value is None:
+                ok = False
+            else:
+                values[name] = value
+
+        if "schedule" in section:
+            put("schedule", self.cron(section["schedule"][1]))
+        if "batch_size" in section:
+            put(
+                "batch_size",
+                self.integer(section["batch_size"][1], "-", "retention.batch_size", *BATCH_SIZE_RANGE),
+            )
+        if "confidence_floor" in section:
+            node = section["confidence_floor"][1]
+            put(
+                "confidence_floor",
+                self.number(node, "-", "retention.confidence_floor", _ZERO, _ONE),
+            )
+        for name in ("confidence_grace", "approval_ttl"):
+            if name in section:
+                put(name, self.duration(section[name][1], "-", f"retention.{name}"))
+        return dataclasses.replace(Retention(), **values) if ok else None
+
+    def cron(self, node: Node) -> str | None:
+        text = self.string(node, "-", "retention.schedule")
+        if text is None:
+            return None
+        value = " ".join(text.split())
+        fields = value.split(" ")
+        # pg_cron 1.4 takes five fields; its 'N seconds' schedules came with 1.5
+        if len(fields) == 5 and all(_CRON_FIELD_RE.fullmatch(f) for f in fields):
+            return value
+        self.error(
+            node,
+            "-",
+            f"retention.schedule '{text}' is not a pg_cron schedule: expected five cron fields"
+            " (minute hour day-of-month month day-of-week, GMT)",
+        )
+        return None
