@@ -4,8 +4,9 @@ Revision ID: ${up_revision}
 Revises: ${down_revision | comma,n}
 Create Date: ${create_date}
 
-Self-contained: the SQL this revision runs is frozen in the .sql file of the
-same name beside it, never read from the live sql/ directory.
+Holds only what changed since the revision before it: the SQL is in the
+.sql file of the same name beside it (`-- migrate:upgrade`, then
+`-- migrate:downgrade`), written once and never edited after a release.
 """
 
 from __future__ import annotations

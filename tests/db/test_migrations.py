@@ -13,6 +13,7 @@ import pytest
 
 from memgov_pg.cluster import find_bindir
 from memgov_pg.migrate import apply_sql_files, current_revision, downgrade, head_revision, upgrade
+from tests.cli_helpers import assert_one_line_error, run_memgov
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -70,9 +71,9 @@ def test_upgrade_downgrade_upgrade_round_trip(empty_dsn):
 
 
 def test_alembic_command_from_repository_root(empty_dsn):
-    """`alembic upgrade head` from the repository root does what `memgov migrate` does."""
+    """`alembic upgrade memgov@head` from the repository root does what `memgov migrate` does."""
     result = subprocess.run(
-        [sys.executable, "-m", "alembic", "-x", f"dsn={empty_dsn}", "upgrade", "head"],
+        [sys.executable, "-m", "alembic", "-x", f"dsn={empty_dsn}", "upgrade", "memgov@head"],
         cwd=REPO,
         capture_output=True,
         text=True,
@@ -86,9 +87,20 @@ def test_migrate_is_idempotent(empty_dsn):
     assert upgrade(empty_dsn) == (head_revision(), head_revision())
 
 
-def test_revisions_do_not_read_the_live_sql_directory():
-    """Each revision runs only its own frozen .sql file."""
-    for script in sorted((REPO / "alembic" / "versions").glob("*.py")):
-        text = script.read_text()
-        assert "sql_dir" not in text and "sql_files" not in text and "/sql/" not in text, script
-        assert script.with_suffix(".sql").is_file(), f"{script.name} has no frozen .sql file"
+def test_branch_label_downgrades_to_base(empty_dsn):
+    upgrade(empty_dsn, "memgov@head")
+    downgrade(empty_dsn, "memgov@base")
+    assert current_revision(empty_dsn) is None
+    with psycopg.connect(empty_dsn) as conn:
+        assert conn.execute("SELECT to_regnamespace('memgov')").fetchone() == (None,)
+
+
+def test_a_revision_the_history_does_not_know_is_one_error_line(empty_dsn):
+    """A database stamped with a revision this memgov does not ship (an unreleased one
+    squashed away, a newer memgov's) fails with one line and is left as it was."""
+    upgrade(empty_dsn)
+    with psycopg.connect(empty_dsn, autocommit=True) as conn:
+        conn.execute("UPDATE public.memgov_alembic_version SET version_num = '0004_feedback_retention'")
+    result = run_memgov("migrate", "--dsn", empty_dsn)
+    assert_one_line_error(result, "alembic:", "0004_feedback_retention")
+    assert current_revision(empty_dsn) == "0004_feedback_retention"
