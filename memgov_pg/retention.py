@@ -108,8 +108,10 @@ def schedule(dsn: str, cron_expression: str | None = None) -> dict[str, Any]:
     with connect(dsn, autocommit=True) as conn, cron_connection(dsn, conn) as (cron, cron_db, governed):
         require_schema(conn)
         if cron_expression is None:
+            # the global policy's retention.schedule, else the engine's default (SQL states it)
             row = conn.execute(query("default_schedule")).fetchone()
-            cron_expression = str(row[0]) if row else "*/10 * * * *"
+            assert row is not None
+            cron_expression = str(row[0])
         cron_expression = " ".join(cron_expression.split())
         name = job_name(governed)
         existing = _jobs(cron, name)

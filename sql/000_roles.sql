@@ -1,4 +1,4 @@
--- memgov: roles and schema.
+-- memgov: roles, the schema and who may use it.
 --
 -- Roles are cluster-wide, so they are created only when missing: several
 -- governed databases in one cluster share them. All five are NOLOGIN;
@@ -30,3 +30,20 @@ GRANT memgov_policy TO memgov_owner;
 
 CREATE SCHEMA memgov AUTHORIZATION memgov_owner;
 COMMENT ON SCHEMA memgov IS 'memgov-pg: governed long-term memory of AI agents';
+
+SET ROLE memgov_owner;
+
+-- No function memgov_owner creates is executable by PUBLIC unless granted: every
+-- engine-internal function stays out of clients' reach by default. (The global form:
+-- per-schema default privileges can only add to the global ones.)
+ALTER DEFAULT PRIVILEGES FOR ROLE memgov_owner REVOKE EXECUTE ON FUNCTIONS FROM PUBLIC;
+
+-- Who may use the schema: the client roles, and memgov_policy, which owns the compiled
+-- policy functions here; it holds CREATE (which ALTER ... OWNER needs) only inside
+-- memgov.hand_to_policy_role(). What each role may do with each object is granted next
+-- to the object.
+REVOKE ALL ON SCHEMA memgov FROM PUBLIC;
+GRANT USAGE ON SCHEMA memgov TO memgov_policy;
+GRANT USAGE ON SCHEMA memgov TO memgov_writer, memgov_reviewer, memgov_admin;
+
+RESET ROLE;

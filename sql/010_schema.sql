@@ -1,18 +1,18 @@
--- memgov: tables.
+-- memgov: tables, each with who may read it and its row level security.
 --
 -- Every table keeps org_id in its primary and unique keys so that it can be
 -- distributed by tenant later. Objects are created as memgov_owner: no
 -- application role owns a table.
+--
+-- Tenant isolation: memgov_writer and memgov_reviewer see and write only the tenant
+-- memgov.session_tenant() returns (sql/005_tenants.sql); with none they see nothing.
+-- memgov_admin reads across tenants. memgov_owner owns the tables and so is not subject
+-- to row level security: the SECURITY DEFINER functions that run as it are the only way
+-- around the policies. Each policy computes the tenant once per statement (an InitPlan),
+-- not once per row. No client role has a table-level INSERT, UPDATE, DELETE or TRUNCATE
+-- anywhere: the logs and queues change only through memgov functions.
 
 SET ROLE memgov_owner;
-
--- No function memgov_owner creates is executable by PUBLIC unless granted: every
--- engine-internal function stays out of clients' reach by default. (The global form:
--- per-schema default privileges can only add to the global ones.)
-ALTER DEFAULT PRIVILEGES FOR ROLE memgov_owner REVOKE EXECUTE ON FUNCTIONS FROM PUBLIC;
--- memgov_policy owns the compiled policy functions here; it holds CREATE (which ALTER ...
--- OWNER needs) only inside memgov.hand_to_policy_role().
-GRANT USAGE ON SCHEMA memgov TO memgov_policy;
 
 -- The governed table: what agents INSERT, UPDATE and DELETE.
 CREATE TABLE memgov.long_term_memory_items (
@@ -56,9 +56,29 @@ CREATE INDEX long_term_memory_items_low_confidence_since_idx
     ON memgov.long_term_memory_items (low_confidence_since)
     WHERE low_confidence_since IS NOT NULL;
 
+-- Agents write, reviewers read, admins write like agents in any tenant. Writers may set
+-- the columns an agent owns; the engine's columns (status, policy_version, decision_id,
+-- created_at, updated_at, last_confirmed_at, expires_at, low_confidence_since) are out of
+-- their reach. A table-level INSERT, UPDATE, DELETE or TRUNCATE would let a client LOCK
+-- the table against every tenant: writers forget through memgov.forget().
+GRANT SELECT ON memgov.long_term_memory_items TO memgov_writer, memgov_reviewer, memgov_admin;
+GRANT INSERT (memory_id, org_id, project_id, agent_id, subject_id, session_id, category, fact_text,
+              source, confidence, is_sensitive, retention_policy, context_source, metadata),
+      UPDATE (project_id, agent_id, subject_id, session_id, category, fact_text,
+              source, confidence, is_sensitive, retention_policy, context_source, metadata)
+    ON memgov.long_term_memory_items TO memgov_writer, memgov_admin;
+ALTER TABLE memgov.long_term_memory_items ENABLE ROW LEVEL SECURITY;
+CREATE POLICY tenant_isolation ON memgov.long_term_memory_items
+    TO memgov_writer, memgov_reviewer
+    USING (org_id = (SELECT memgov.session_tenant()))
+    WITH CHECK (org_id = (SELECT memgov.session_tenant()));
+-- admins write the memory table like agents (every write decided by the trigger)
+CREATE POLICY admin_all ON memgov.long_term_memory_items TO memgov_admin USING (true) WITH CHECK (true);
+
 -- The deployed policy versions, global (org_id '*') or per tenant.
 CREATE TABLE memgov.policy_versions (
-    org_id         text        NOT NULL DEFAULT '*' CHECK (org_id <> ''),
+    org_id         text        NOT NULL DEFAULT '*' CHECK (org_id <> '')
+        CONSTRAINT policy_versions_tenant_id CHECK (org_id = '*' OR memgov.is_tenant_id(org_id)),
     version        text        NOT NULL,
     sha256         text        NOT NULL CHECK (sha256 ~ '^[0-9a-f]{64}$'),
     mode           text        NOT NULL CHECK (mode IN ('monitor', 'enforce', 'strict')),
@@ -76,9 +96,17 @@ COMMENT ON TABLE memgov.policy_versions IS
 COMMENT ON COLUMN memgov.policy_versions.function_name IS
     'the compiled decision function memgov.<function_name>; internal, callers use memgov.decide';
 COMMENT ON COLUMN memgov.policy_versions.settings IS
-    'mode, on_policy_miss, risk_thresholds, feedback, sources and retention of the version';
+    'mode, on_policy_miss, risk_thresholds, feedback, sources and retention of the version '
+    '(a feedback or retention setting it leaves out: memgov.setting_defaults())';
 CREATE UNIQUE INDEX policy_versions_one_active_idx
     ON memgov.policy_versions (org_id) WHERE active;
+-- a tenant sees its own policies and the global one
+GRANT SELECT ON memgov.policy_versions TO memgov_reviewer, memgov_admin, memgov_writer;
+ALTER TABLE memgov.policy_versions ENABLE ROW LEVEL SECURITY;
+CREATE POLICY tenant_isolation ON memgov.policy_versions
+    TO memgov_writer, memgov_reviewer
+    USING (org_id = '*' OR org_id = (SELECT memgov.session_tenant()));
+CREATE POLICY admin_read ON memgov.policy_versions TO memgov_admin USING (true);
 
 -- The rules of each deployed version, one row per rule.
 CREATE TABLE memgov.memory_policy_rules (
@@ -102,9 +130,15 @@ COMMENT ON TABLE memgov.memory_policy_rules IS 'The rules of every deployed poli
 COMMENT ON COLUMN memgov.memory_policy_rules.rule_key IS
     'sha256 of the rule''s canonical definition: the same rule across versions has the same key';
 COMMENT ON COLUMN memgov.memory_policy_rules.category IS 'category scope; NULL = every category';
+GRANT SELECT ON memgov.memory_policy_rules TO memgov_reviewer, memgov_admin, memgov_writer;
+ALTER TABLE memgov.memory_policy_rules ENABLE ROW LEVEL SECURITY;
+CREATE POLICY tenant_isolation ON memgov.memory_policy_rules
+    TO memgov_writer, memgov_reviewer
+    USING (org_id = '*' OR org_id = (SELECT memgov.session_tenant()));
+CREATE POLICY admin_read ON memgov.memory_policy_rules TO memgov_admin USING (true);
 
 -- Every decision, written in the same transaction as the write it decided.
--- Only memgov.record_write() and approve_request() insert here, from a typed
+-- Only memgov.log_decision() inserts here (for record_write and approve_request), from a typed
 -- memgov.decision; the table carries no CHECK constraints because a row
 -- trigger's single-row INSERT would prepare every CHECK expression again on
 -- each write (measured: +15 µs per governed row).
@@ -134,6 +168,13 @@ COMMENT ON TABLE memgov.decision_log IS 'Append-only log of policy decisions';
 CREATE INDEX decision_log_decided_at_idx ON memgov.decision_log USING brin (decided_at);
 -- the sealer finds a seal's rows by transaction, in append order
 CREATE INDEX decision_log_xact_id_idx ON memgov.decision_log USING brin (xact_id);
+-- logs and queues are read by reviewers (their tenant) and admins (all)
+GRANT SELECT ON memgov.decision_log TO memgov_reviewer, memgov_admin;
+ALTER TABLE memgov.decision_log ENABLE ROW LEVEL SECURITY;
+CREATE POLICY tenant_isolation ON memgov.decision_log
+    TO memgov_writer, memgov_reviewer
+    USING (org_id = (SELECT memgov.session_tenant()));
+CREATE POLICY admin_read ON memgov.decision_log TO memgov_admin USING (true);
 
 -- Writes held for a human decision.
 CREATE TABLE memgov.approval_requests (
@@ -164,6 +205,12 @@ CREATE INDEX approval_requests_pending_age_idx
     ON memgov.approval_requests (requested_at) WHERE status = 'pending';
 CREATE INDEX approval_requests_memory_idx
     ON memgov.approval_requests (memory_id) WHERE status = 'pending';
+GRANT SELECT ON memgov.approval_requests TO memgov_reviewer, memgov_admin;
+ALTER TABLE memgov.approval_requests ENABLE ROW LEVEL SECURITY;
+CREATE POLICY tenant_isolation ON memgov.approval_requests
+    TO memgov_writer, memgov_reviewer
+    USING (org_id = (SELECT memgov.session_tenant()));
+CREATE POLICY admin_read ON memgov.approval_requests TO memgov_admin USING (true);
 
 -- Writes diverted by a quarantine decision: full payload, never stored as memory.
 CREATE TABLE memgov.quarantine (
@@ -186,6 +233,12 @@ CREATE TABLE memgov.quarantine (
 COMMENT ON TABLE memgov.quarantine IS 'Writes diverted by a quarantine decision, with their full payload';
 CREATE INDEX quarantine_held_idx
     ON memgov.quarantine (org_id, quarantined_at) WHERE status = 'held';
+GRANT SELECT ON memgov.quarantine TO memgov_reviewer, memgov_admin;
+ALTER TABLE memgov.quarantine ENABLE ROW LEVEL SECURITY;
+CREATE POLICY tenant_isolation ON memgov.quarantine
+    TO memgov_writer, memgov_reviewer
+    USING (org_id = (SELECT memgov.session_tenant()));
+CREATE POLICY admin_read ON memgov.quarantine TO memgov_admin USING (true);
 
 -- Confirm / reject / edit / forget feedback, with confidence before and after.
 CREATE TABLE memgov.feedback_events (
@@ -202,18 +255,38 @@ CREATE TABLE memgov.feedback_events (
 );
 COMMENT ON TABLE memgov.feedback_events IS 'Confirm, reject, edit and forget feedback with confidence before and after';
 CREATE INDEX feedback_events_memory_idx ON memgov.feedback_events (memory_id);
+GRANT SELECT ON memgov.feedback_events TO memgov_reviewer, memgov_admin;
+ALTER TABLE memgov.feedback_events ENABLE ROW LEVEL SECURITY;
+CREATE POLICY tenant_isolation ON memgov.feedback_events
+    TO memgov_writer, memgov_reviewer
+    USING (org_id = (SELECT memgov.session_tenant()));
+CREATE POLICY admin_read ON memgov.feedback_events TO memgov_admin USING (true);
 
--- Tenant binding: a login that is (a member of) a role listed here may act only in
--- the tenants listed for it; logins that appear nowhere act in the tenant their
--- session names (memgov.org_id). Changed through memgov.grant_tenant / revoke_tenant.
-CREATE TABLE memgov.tenant_grants (
-    role_name   text        NOT NULL,
-    org_id      text        NOT NULL,
-    granted_at  timestamptz NOT NULL DEFAULT now(),
-    granted_by  text        NOT NULL DEFAULT session_user,
-    PRIMARY KEY (role_name, org_id)
-);
-COMMENT ON TABLE memgov.tenant_grants IS 'Which tenants a bound login may act in (memgov tenant grant ROLE ORG)';
+-- The engine's defaults, stated once: the limits memgov.settings starts with, and the
+-- feedback and retention settings of a policy that leaves them out (the compiled
+-- settings carry only what the policy file says; memgov.policy_setting() falls back here).
+CREATE FUNCTION memgov.setting_defaults()
+RETURNS jsonb
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+RETURN '{
+    "limits": {
+        "max_fact_text_bytes": 65536,
+        "max_other_bytes":     16384
+    },
+    "feedback": {
+        "confirm_delta":        0.1,
+        "reject_delta":        -0.3,
+        "reject_delete_below":  0.0,
+        "edit_confidence":      0.8
+    },
+    "retention": {
+        "schedule":         "*/10 * * * *",
+        "batch_size":       5000,
+        "confidence_floor": 0.3,
+        "confidence_grace": "30 days",
+        "approval_ttl":     "7 days"
+    }
+}'::jsonb;
 
 -- The engine's own settings, changed by memgov_admin with UPDATE.
 CREATE TABLE memgov.settings (
@@ -221,9 +294,12 @@ CREATE TABLE memgov.settings (
     value  bigint  NOT NULL CHECK (value BETWEEN 1024 AND 1073741823)
 );
 COMMENT ON TABLE memgov.settings IS
-    'Engine settings: max_fact_text_bytes (default 65536) caps fact_text, max_other_bytes (16384) '
-    'the other columns together, before any decision';
-INSERT INTO memgov.settings (name, value) VALUES ('max_fact_text_bytes', 65536), ('max_other_bytes', 16384);
+    'Engine settings: max_fact_text_bytes caps fact_text, max_other_bytes the other columns together, '
+    'before any decision (defaults: memgov.setting_defaults() -> ''limits'')';
+INSERT INTO memgov.settings (name, value)
+SELECT d.key, d.value::bigint FROM jsonb_each_text(memgov.setting_defaults() -> 'limits') AS d;
+GRANT SELECT ON memgov.settings TO memgov_admin;
+GRANT UPDATE (value) ON memgov.settings TO memgov_admin;
 
 -- Locks of the engine's own: rows that only memgov's functions can lock (clients
 -- have no UPDATE here), unlike advisory-lock keys, which any session can take.
@@ -238,5 +314,6 @@ CREATE TABLE memgov.engine_locks (
 );
 COMMENT ON TABLE memgov.engine_locks IS 'Locks only memgov can take: deploys, and the running sweep''s lease';
 INSERT INTO memgov.engine_locks (name) VALUES ('deploy'), ('maintenance');
+GRANT SELECT ON memgov.engine_locks TO memgov_admin;
 
 RESET ROLE;

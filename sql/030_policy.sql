@@ -125,6 +125,9 @@ DECLARE
     v_body       text;
     v_at         integer;
     v_version    record;
+    -- the line the compiler writes right after BEGIN of every decide body (TENANT_ROUTING_MARKER
+    -- in memgov_pg/compiler.py): where the tenants' routing goes when that body serves as decide
+    v_marker     constant text := E'\n    -- memgov:tenant-routing\n';
 BEGIN
     FOR v_version IN
         SELECT org_id, function_name, settings
@@ -158,10 +161,16 @@ BEGIN
     ELSE
         SELECT p.prosrc INTO STRICT v_body FROM pg_catalog.pg_proc p
          WHERE p.oid = format('memgov.%I(memgov.long_term_memory_items, text, text)', v_global)::regprocedure;
-        -- the compiled body is DECLARE <variables> BEGIN ...: no value precedes its first
-        -- BEGIN line; the routing goes right after it (plain string surgery: no pattern
-        -- or replacement syntax that a tenant id could reach)
-        v_at := strpos(v_body, E'\nBEGIN\n') + length(E'\nBEGIN\n');
+        -- the routing goes right after the marker line, which a compiled body holds once (no
+        -- policy value spans lines: the compiler writes line breaks in literals as escapes);
+        -- plain string surgery: no pattern or replacement syntax that a tenant id could reach
+        IF length(v_body) - length(replace(v_body, v_marker, '')) <> length(v_marker) THEN
+            RAISE EXCEPTION 'the body of the active global policy (memgov.%) must hold the tenant routing marker line once',
+                            v_global
+                USING ERRCODE = 'MG500',
+                      HINT = 'it was not compiled by this memgov: bump version: in the policy file and deploy it';
+        END IF;
+        v_at := strpos(v_body, v_marker) + length(v_marker);
         v_body := left(v_body, v_at - 1) || v_decide || substr(v_body, v_at);
     END IF;
     -- decide carries a compiled body: it runs as memgov_policy, like the compiled functions
@@ -214,8 +223,48 @@ $rebuild$;
 
 -- Until the first deploy every tenant is routed to memgov.no_policy_decision().
 SELECT memgov.rebuild_dispatch();
--- the sweep (run_maintenance runs as its caller) reads the retention settings
-GRANT EXECUTE ON FUNCTION memgov.policy_settings(text) TO memgov_admin;
+
+-- One setting of a tenant's active policy (p_section feedback or retention), or the
+-- engine's default when the policy leaves it out (memgov.setting_defaults()): the one place
+-- that falls back on a default. The typed helpers below are what callers use. Like them it
+-- has no SET clause, so that it is inlined into the per-row queries that call it.
+CREATE FUNCTION memgov.policy_setting(p_org_id text, p_section text, p_key text)
+RETURNS text
+LANGUAGE sql STABLE PARALLEL SAFE
+AS $$
+    SELECT coalesce(memgov.policy_settings(p_org_id) -> p_section ->> p_key,
+                    memgov.setting_defaults() -> p_section ->> p_key)
+$$;
+
+-- A feedback setting of a tenant (confirm_delta, reject_delta, reject_delete_below, edit_confidence).
+CREATE FUNCTION memgov.feedback_setting(p_org_id text, p_key text)
+RETURNS numeric
+LANGUAGE sql STABLE PARALLEL SAFE
+AS $$
+    SELECT memgov.policy_setting(p_org_id, 'feedback', p_key)::numeric
+$$;
+
+-- A retention setting of a tenant that is a duration (confidence_grace, approval_ttl).
+CREATE FUNCTION memgov.retention_interval(p_org_id text, p_key text)
+RETURNS interval
+LANGUAGE sql STABLE PARALLEL SAFE
+AS $$
+    SELECT memgov.policy_setting(p_org_id, 'retention', p_key)::interval
+$$;
+
+-- The confidence below which a tenant's confidence_based memories start their grace.
+CREATE FUNCTION memgov.confidence_floor(p_org_id text)
+RETURNS numeric
+LANGUAGE sql STABLE PARALLEL SAFE
+AS $$
+    SELECT memgov.policy_setting(p_org_id, 'retention', 'confidence_floor')::numeric
+$$;
+
+-- the sweep (run_maintenance runs as its caller) reads the retention settings, and
+-- `memgov retention schedule` the default schedule
+GRANT EXECUTE ON FUNCTION memgov.policy_settings(text), memgov.policy_setting(text, text, text),
+                          memgov.setting_defaults()
+    TO memgov_admin;
 
 -- Serialises deploys, activations and rollbacks: a row lock no client can take or hold.
 CREATE FUNCTION memgov.lock_deploys()
@@ -279,10 +328,8 @@ BEGIN
     -- one deploy at a time; concurrent writers keep using the old dispatchers until commit
     PERFORM memgov.lock_deploys();
 
-    IF p_org_id IS DISTINCT FROM '*' AND NOT memgov.is_tenant_id(p_org_id) THEN
-        RAISE EXCEPTION 'memgov: % is not a tenant id', coalesce(quote_literal(p_org_id), 'NULL')
-            USING ERRCODE = '22023',
-                  HINT = 'a tenant id is a letter or digit followed by up to 62 letters, digits, ".", "_", ":" or "-"';
+    IF p_org_id IS DISTINCT FROM '*' THEN
+        PERFORM memgov.check_tenant_id(p_org_id);
     END IF;
     IF p_function_name IS NULL OR p_function_name !~ '^policy_[0-9a-f]{16}$' THEN
         RAISE EXCEPTION 'invalid compiled function name %', p_function_name USING ERRCODE = '22023';
@@ -375,6 +422,22 @@ BEGIN
 END
 $$;
 
+-- The item of a dry run, from JSON, in a tenant the caller may act in (42501 otherwise).
+CREATE FUNCTION memgov.dry_run_item(p_item jsonb)
+RETURNS memgov.long_term_memory_items
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_item  memgov.long_term_memory_items := memgov.item_from_json(p_item);
+BEGIN
+    IF v_item.org_id IS NOT NULL THEN  -- without one, the global policy decides: every tenant sees it
+        PERFORM memgov.check_tenant(v_item.org_id);
+    END IF;
+    RETURN v_item;
+END
+$$;
+
 -- Dry run: the decision the active policy takes on an item of the caller's tenant,
 -- for the caller's role, writing nothing.
 CREATE FUNCTION memgov.evaluate(item jsonb, operation text DEFAULT 'remember')
@@ -384,11 +447,8 @@ SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    v_item  memgov.long_term_memory_items := memgov.item_from_json(item);
+    v_item  memgov.long_term_memory_items := memgov.dry_run_item(item);
 BEGIN
-    IF v_item.org_id IS NOT NULL THEN  -- without one, the global policy decides: every tenant sees it
-        PERFORM memgov.check_tenant(v_item.org_id);
-    END IF;
     RETURN memgov.decision_json(memgov.decide(v_item, memgov.check_operation(operation), memgov.invoker_role()));
 END
 $$;
@@ -402,14 +462,11 @@ SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    v_item  memgov.long_term_memory_items := memgov.item_from_json(item);
+    v_item       memgov.long_term_memory_items := memgov.dry_run_item(item);
+    v_operation  text := memgov.check_operation(operation);
 BEGIN
-    IF v_item.org_id IS NOT NULL THEN  -- without one, the global policy decides: every tenant sees it
-        PERFORM memgov.check_tenant(v_item.org_id);
-    END IF;
-    RETURN memgov.decision_json(memgov.decide(v_item, memgov.check_operation(operation), memgov.invoker_role()))
-           || jsonb_build_object('rules',
-                  memgov.explain_decision(v_item, memgov.check_operation(operation), memgov.invoker_role()));
+    RETURN memgov.decision_json(memgov.decide(v_item, v_operation, memgov.invoker_role()))
+           || jsonb_build_object('rules', memgov.explain_decision(v_item, v_operation, memgov.invoker_role()));
 END
 $$;
 

@@ -12,6 +12,8 @@
 --                   the sweep ...), which have decided already: it only keeps
 --                   the engine's derived columns.
 --
+-- What a held or quarantined write becomes is the reviewers' (sql/045_review.sql).
+--
 -- SQLSTATEs: MG403 write denied (error), MG201 write held for approval
 -- (notice), MG202 write quarantined (notice), MG409 a pending memory is frozen,
 -- 42501 another tenant, 54000 fact_text over memgov.settings' max_fact_text_bytes.
@@ -46,10 +48,23 @@ LANGUAGE sql STABLE PARALLEL SAFE
 AS $$
     SELECT CASE
                WHEN p_item.retention_policy IS DISTINCT FROM 'confidence_based' THEN NULL
-               WHEN p_item.confidence < coalesce(
-                        (memgov.policy_settings(p_item.org_id) #>> '{retention,confidence_floor}')::numeric, 0.3)
+               WHEN p_item.confidence < memgov.confidence_floor(p_item.org_id)
                THEN coalesce(p_item.low_confidence_since, pg_catalog.now())
            END
+$$;
+
+-- One of the engine's limits (memgov.settings), else its default.
+-- (No SET clause: its callers pin search_path.)
+CREATE FUNCTION memgov.engine_limit(p_name text)
+RETURNS bigint
+LANGUAGE plpgsql STABLE
+AS $$
+DECLARE
+    v_limit  bigint;
+BEGIN
+    SELECT s.value INTO v_limit FROM memgov.settings s WHERE s.name = p_name;
+    RETURN coalesce(v_limit, (memgov.setting_defaults() -> 'limits' ->> p_name)::bigint);
+END
 $$;
 
 -- Raises 54000 when fact_text is over the engine's max_fact_text_bytes; texts up to
@@ -63,8 +78,8 @@ DECLARE
     v_limit  bigint;
 BEGIN
     IF octet_length(p_fact_text) > 1024 THEN
-        SELECT s.value INTO v_limit FROM memgov.settings s WHERE s.name = 'max_fact_text_bytes';
-        IF octet_length(p_fact_text) > coalesce(v_limit, 65536) THEN
+        v_limit := memgov.engine_limit('max_fact_text_bytes');
+        IF octet_length(p_fact_text) > v_limit THEN
             RAISE EXCEPTION 'memgov: fact_text is % bytes; the limit is %', octet_length(p_fact_text), v_limit
                 USING ERRCODE = '54000',
                       HINT = 'store a summary; memgov_admin can raise memgov.settings max_fact_text_bytes';
@@ -85,8 +100,8 @@ DECLARE
     v_limit  bigint;
 BEGIN
     PERFORM memgov.check_fact_size(p_item.fact_text);
-    SELECT s.value INTO v_limit FROM memgov.settings s WHERE s.name = 'max_other_bytes';
-    IF v_rest > coalesce(v_limit, 16384) THEN
+    v_limit := memgov.engine_limit('max_other_bytes');
+    IF v_rest > v_limit THEN
         RAISE EXCEPTION 'memgov: the columns besides fact_text take % bytes; the limit is %', v_rest, v_limit
             USING ERRCODE = '54000',
                   HINT = 'keep metadata and scope small; memgov_admin can raise memgov.settings max_other_bytes';
@@ -117,6 +132,32 @@ AS $$
                 THEN p_b ELSE p_a END
 $$;
 
+-- Logs one decision about a write (by p_actor, for session_user); returns its decision_id.
+-- The only INSERT into memgov.decision_log. (No SET clause: it runs once per governed row,
+-- inside functions that pin search_path, and names only qualified objects.)
+CREATE FUNCTION memgov.log_decision(
+    p_operation  text,
+    p_item       memgov.long_term_memory_items,
+    p_actor      text,
+    p_decision   memgov.decision)
+RETURNS bigint
+LANGUAGE plpgsql
+AS $$
+DECLARE
+    v_id  bigint;
+BEGIN
+    INSERT INTO memgov.decision_log
+           (operation, memory_id, org_id, action, reason_codes, matched_rule_ids,
+            policy_version, mode, enforced, actor, login, risk_score, risk_level)
+    VALUES (p_operation, p_item.memory_id, p_item.org_id, p_decision.action,
+            p_decision.reason_codes, p_decision.matched_rule_ids, p_decision.policy_version,
+            p_decision.mode, p_decision.enforced, p_actor, session_user,
+            pg_catalog.round(p_decision.risk_score, 3), p_decision.risk_level)
+    RETURNING decision_id INTO v_id;
+    RETURN v_id;
+END
+$$;
+
 -- Logs one decision about a write and files the request or quarantine entry it calls for.
 -- Engine-internal: reached from the write trigger and memgov's functions only.
 CREATE FUNCTION memgov.record_write(
@@ -136,14 +177,7 @@ BEGIN
     v_outcome.action := CASE WHEN p_decision.enforced THEN p_decision.action ELSE 'allow' END;
     v_outcome.policy_version := p_decision.policy_version;
 
-    INSERT INTO memgov.decision_log
-           (operation, memory_id, org_id, action, reason_codes, matched_rule_ids,
-            policy_version, mode, enforced, actor, login, risk_score, risk_level)
-    VALUES (p_operation, p_item.memory_id, p_item.org_id, p_decision.action,
-            p_decision.reason_codes, p_decision.matched_rule_ids, p_decision.policy_version,
-            p_decision.mode, p_decision.enforced, p_actor, session_user,
-            round(p_decision.risk_score, 3), p_decision.risk_level)
-    RETURNING decision_id INTO v_outcome.decision_id;
+    v_outcome.decision_id := memgov.log_decision(p_operation, p_item, p_actor, p_decision);
 
     IF v_outcome.action IN ('require_approval', 'quarantine') THEN
         v_payload := to_jsonb(p_item);
@@ -438,335 +472,12 @@ BEGIN
 END
 $$;
 
--- Whether the invoker may see objects of a tenant: admins every tenant, everybody else the session's.
-CREATE FUNCTION memgov.sees_tenant(p_org_id text)
-RETURNS boolean
-LANGUAGE sql STABLE
-SET search_path = pg_catalog, pg_temp
-AS $$
-    SELECT memgov.is_admin() OR p_org_id IS NOT DISTINCT FROM memgov.session_tenant()
-$$;
-
--- Four eyes: the login deciding a held or quarantined write is not the login that made
--- it (p_login, acting as p_role), nor a login that is a member of it (it could have made
--- it as that role). A superuser login, a member of every role, is compared by the role
--- it acts as. Returns the deciding role.
-CREATE FUNCTION memgov.check_reviewer(p_login text, p_role text)
-RETURNS text
-LANGUAGE plpgsql STABLE
-SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-    v_actor  text := memgov.invoker_role();
-    v_super  boolean := (SELECT r.rolsuper FROM pg_roles r WHERE r.rolname = session_user);
-    v_own    boolean;
-BEGIN
-    IF v_super THEN
-        v_own := session_user = p_login AND v_actor = p_role;
-    ELSE
-        v_own := session_user = p_login
-                 OR coalesce(pg_has_role(session_user, to_regrole(quote_ident(p_login)), 'MEMBER'), false);
-    END IF;
-    IF v_own THEN
-        RAISE EXCEPTION 'memgov: % cannot decide its own write (made by %)', session_user, p_login
-            USING ERRCODE = '42501', HINT = 'another reviewer, on another login, must decide it';
-    END IF;
-    RETURN v_actor;
-END
-$$;
-
--- Locks a pending request for a decision; MG404 when it does not exist in the caller's
--- tenant (another tenant's ids look the same as missing ones), MG409 when it is closed.
-CREATE FUNCTION memgov.pending_request(p_request_id uuid)
-RETURNS memgov.approval_requests
-LANGUAGE plpgsql
-SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-    v_request  memgov.approval_requests;
-BEGIN
-    SELECT * INTO v_request FROM memgov.approval_requests r
-     WHERE r.request_id = p_request_id AND memgov.sees_tenant(r.org_id)
-       FOR UPDATE;
-    IF NOT FOUND THEN
-        RAISE EXCEPTION 'memgov: approval request % does not exist in tenant %', p_request_id,
-                        coalesce(memgov.session_tenant(), '(memgov.org_id unset or not bound)')
-            USING ERRCODE = 'MG404', HINT = 'SET memgov.org_id to the tenant of the request';
-    END IF;
-    IF v_request.status <> 'pending' THEN
-        RAISE EXCEPTION 'memgov: approval request % is already %', p_request_id, v_request.status
-            USING ERRCODE = 'MG409';
-    END IF;
-    RETURN v_request;
-END
-$$;
-
--- Closes a request and, for a held INSERT that is refused, removes the pending row.
-CREATE FUNCTION memgov.close_request(p_request memgov.approval_requests, p_status text, p_actor text, p_note text)
-RETURNS void
-LANGUAGE plpgsql
-SET search_path = pg_catalog, pg_temp
-AS $$
-BEGIN
-    UPDATE memgov.approval_requests
-       SET status = p_status, decided_at = now(), decided_by = p_actor, decided_login = session_user,
-           note = p_note
-     WHERE request_id = p_request.request_id AND org_id = p_request.org_id;
-    IF p_status <> 'approved' AND p_request.operation = 'remember' THEN
-        DELETE FROM memgov.long_term_memory_items
-         WHERE memory_id = p_request.memory_id AND org_id = p_request.org_id
-           AND status = 'pending_approval';
-    END IF;
-END
-$$;
-
--- The columns of a memory that its writer chose (not the engine's).
-CREATE FUNCTION memgov.content_of(p_item memgov.long_term_memory_items)
-RETURNS jsonb
-LANGUAGE sql IMMUTABLE PARALLEL SAFE
-AS $$
-    SELECT jsonb_build_object(
-        'memory_id', p_item.memory_id, 'org_id', p_item.org_id, 'project_id', p_item.project_id,
-        'agent_id', p_item.agent_id, 'subject_id', p_item.subject_id, 'session_id', p_item.session_id,
-        'category', p_item.category, 'fact_text', p_item.fact_text, 'source', p_item.source,
-        'confidence', p_item.confidence, 'is_sensitive', p_item.is_sensitive,
-        'retention_policy', p_item.retention_policy, 'context_source', p_item.context_source,
-        'metadata', p_item.metadata)
-$$;
-
--- Applies a write a reviewer let through (held or quarantined), on the engine's path.
--- p_pending: a held INSERT, whose pending row becomes active; otherwise a quarantined
--- INSERT is stored now and never replaces an existing memory (MG409).
-CREATE FUNCTION memgov.apply_write(
-    p_operation text, p_item memgov.long_term_memory_items, p_policy_version text, p_decision_id bigint,
-    p_pending boolean)
-RETURNS void
-LANGUAGE plpgsql
-SET search_path = pg_catalog, pg_temp
-AS $$
-BEGIN
-    CASE p_operation
-    WHEN 'remember' THEN
-        IF p_pending THEN
-            UPDATE memgov.long_term_memory_items AS m
-               SET status = 'active', policy_version = p_policy_version, decision_id = p_decision_id
-             WHERE m.memory_id = p_item.memory_id AND m.org_id = p_item.org_id
-               AND m.status = 'pending_approval';
-        ELSE
-            p_item.status := 'active';
-            p_item.last_confirmed_at := NULL;
-            p_item.low_confidence_since := NULL;
-            p_item.updated_at := p_item.created_at;
-            p_item.policy_version := p_policy_version;
-            p_item.decision_id := p_decision_id;
-            BEGIN
-                INSERT INTO memgov.long_term_memory_items SELECT (p_item).*;
-            EXCEPTION WHEN unique_violation THEN
-                RAISE EXCEPTION 'memgov: memory % exists already; the quarantined write is not applied',
-                                p_item.memory_id
-                    USING ERRCODE = 'MG409', HINT = 'purge the quarantine entry instead';
-            END;
-        END IF;
-    WHEN 'update' THEN
-        UPDATE memgov.long_term_memory_items AS m
-           SET project_id = p_item.project_id, agent_id = p_item.agent_id,
-               subject_id = p_item.subject_id, session_id = p_item.session_id,
-               category = p_item.category, fact_text = p_item.fact_text, source = p_item.source,
-               confidence = p_item.confidence, is_sensitive = p_item.is_sensitive,
-               retention_policy = p_item.retention_policy, context_source = p_item.context_source,
-               metadata = p_item.metadata, policy_version = p_policy_version, decision_id = p_decision_id
-         WHERE m.memory_id = p_item.memory_id AND m.org_id = p_item.org_id
-           AND m.status = 'active';
-    WHEN 'forget' THEN
-        DELETE FROM memgov.long_term_memory_items AS m
-         WHERE m.memory_id = p_item.memory_id AND m.org_id = p_item.org_id;
-    END CASE;
-END
-$$;
-
--- Approves a locked pending request: re-decided by the active policy first (a policy
--- that now denies or quarantines it wins over the approval), four eyes, logged.
--- A held INSERT is approved as the reviewer saw it: the request's payload.
-CREATE FUNCTION memgov.approve_request(p_request memgov.approval_requests, p_note text)
-RETURNS jsonb
-LANGUAGE plpgsql
-SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-    v_actor     text := memgov.check_reviewer(p_request.requested_login, p_request.requested_by);
-    v_item      memgov.long_term_memory_items :=
-                    jsonb_populate_record(NULL::memgov.long_term_memory_items, p_request.payload);
-    v_row       memgov.long_term_memory_items;
-    v_decision  memgov.decision;
-    v_id        bigint;
-BEGIN
-    v_item.org_id := p_request.org_id;
-    v_item.memory_id := p_request.memory_id;
-    IF p_request.operation = 'remember' THEN
-        SELECT * INTO v_row FROM memgov.long_term_memory_items
-         WHERE memory_id = p_request.memory_id AND org_id = p_request.org_id
-           AND status = 'pending_approval'
-           FOR UPDATE;
-        IF NOT FOUND THEN
-            RAISE EXCEPTION 'memgov: the memory of request % no longer exists', p_request.request_id
-                USING ERRCODE = 'MG404';
-        END IF;
-        IF memgov.content_of(v_row) IS DISTINCT FROM memgov.content_of(v_item) THEN
-            RAISE EXCEPTION 'memgov: the memory of request % changed after it was requested', p_request.request_id
-                USING ERRCODE = 'MG409', HINT = 'deny the request; the writer remembers it again';
-        END IF;
-    END IF;
-
-    v_decision := memgov.decide(v_item, p_request.operation, p_request.requested_by);
-    INSERT INTO memgov.decision_log
-           (operation, memory_id, org_id, action, reason_codes, matched_rule_ids,
-            policy_version, mode, enforced, actor, login, risk_score, risk_level)
-    VALUES (p_request.operation, p_request.memory_id, p_request.org_id, v_decision.action,
-            v_decision.reason_codes, v_decision.matched_rule_ids, v_decision.policy_version,
-            v_decision.mode, v_decision.enforced, v_actor, session_user, round(v_decision.risk_score, 3),
-            v_decision.risk_level)
-    RETURNING decision_id INTO v_id;
-
-    IF v_decision.enforced AND v_decision.action IN ('deny', 'quarantine') THEN
-        PERFORM memgov.close_request(p_request, 'denied', v_actor,
-            format('refused on approval by policy %s: %s', v_decision.policy_version,
-                   array_to_string(v_decision.reason_codes, ', ')));
-        RETURN jsonb_build_object('request_id', p_request.request_id, 'status', 'denied',
-                                  'decision', memgov.decision_json(v_decision));
-    END IF;
-
-    PERFORM memgov.apply_write(p_request.operation, v_item, v_decision.policy_version, v_id, true);
-    PERFORM memgov.close_request(p_request, 'approved', v_actor, p_note);
-    RETURN jsonb_build_object('request_id', p_request.request_id, 'status', 'approved',
-                              'decision', memgov.decision_json(v_decision));
-END
-$$;
-
--- Denies a locked pending request (four eyes); a held INSERT's pending row is removed.
-CREATE FUNCTION memgov.deny_request(p_request memgov.approval_requests, p_note text)
-RETURNS jsonb
-LANGUAGE plpgsql
-SET search_path = pg_catalog, pg_temp
-AS $$
-BEGIN
-    PERFORM memgov.close_request(p_request, 'denied',
-                                 memgov.check_reviewer(p_request.requested_login, p_request.requested_by), p_note);
-    RETURN jsonb_build_object('request_id', p_request.request_id, 'status', 'denied');
-END
-$$;
-
--- Applies a held write, re-decided by the active policy first.
-CREATE FUNCTION memgov.approve(request_id uuid, note text DEFAULT NULL)
-RETURNS jsonb
-LANGUAGE sql
-SECURITY DEFINER
-SET search_path = pg_catalog, pg_temp
-AS $$
-    SELECT memgov.approve_request(memgov.pending_request(approve.request_id), approve.note)
-$$;
-
--- Drops a held write (a held INSERT's pending row is removed).
-CREATE FUNCTION memgov.deny(request_id uuid, note text DEFAULT NULL)
-RETURNS jsonb
-LANGUAGE sql
-SECURITY DEFINER
-SET search_path = pg_catalog, pg_temp
-AS $$
-    SELECT memgov.deny_request(memgov.pending_request(deny.request_id), deny.note)
-$$;
-
--- Locks a held quarantine entry; MG404 when it does not exist in the caller's tenant.
-CREATE FUNCTION memgov.held_quarantine(p_quarantine_id uuid)
-RETURNS memgov.quarantine
-LANGUAGE plpgsql
-SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-    v_entry  memgov.quarantine;
-BEGIN
-    SELECT * INTO v_entry FROM memgov.quarantine q
-     WHERE q.quarantine_id = p_quarantine_id AND memgov.sees_tenant(q.org_id)
-       FOR UPDATE;
-    IF NOT FOUND THEN
-        RAISE EXCEPTION 'memgov: quarantine entry % does not exist in tenant %', p_quarantine_id,
-                        coalesce(memgov.session_tenant(), '(memgov.org_id unset or not bound)')
-            USING ERRCODE = 'MG404', HINT = 'SET memgov.org_id to the tenant of the entry';
-    END IF;
-    IF v_entry.status <> 'held' THEN
-        RAISE EXCEPTION 'memgov: quarantine entry % is already %', p_quarantine_id, v_entry.status
-            USING ERRCODE = 'MG409';
-    END IF;
-    RETURN v_entry;
-END
-$$;
-
--- Releases a quarantined write: a reviewer's decision (four eyes), applied as written,
--- unless the active policy now denies it (a legal hold placed since, say): MG403.
-CREATE FUNCTION memgov.release_quarantine(quarantine_id uuid)
-RETURNS jsonb
-LANGUAGE plpgsql
-SECURITY DEFINER
-SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-    v_entry     memgov.quarantine := memgov.held_quarantine(release_quarantine.quarantine_id);
-    v_item      memgov.long_term_memory_items := jsonb_populate_record(NULL::memgov.long_term_memory_items, v_entry.payload);
-    v_decision  memgov.decision;
-BEGIN
-    PERFORM memgov.check_reviewer(v_entry.quarantined_login, v_entry.quarantined_by);
-    v_item.org_id := v_entry.org_id;
-    v_item.memory_id := v_entry.memory_id;
-    IF v_entry.operation = 'forget' THEN
-        SELECT * INTO v_item FROM memgov.long_term_memory_items m
-         WHERE m.memory_id = v_entry.memory_id AND m.org_id = v_entry.org_id;
-    END IF;
-    v_decision := memgov.decide(v_item, v_entry.operation, v_entry.quarantined_by);
-    IF v_decision.enforced AND v_decision.action = 'deny' THEN
-        RAISE EXCEPTION 'memgov: the active policy now denies this % (rule %)', v_entry.operation,
-                        array_to_string(v_decision.matched_rule_ids, ', ')
-            USING ERRCODE = 'MG403', DETAIL = memgov.decision_json(v_decision)::text,
-                  HINT = 'purge the quarantine entry instead';
-    END IF;
-    PERFORM memgov.apply_write(v_entry.operation, v_item, v_entry.decision ->> 'policy_version', NULL, false);
-    UPDATE memgov.quarantine AS q
-       SET status = 'released', resolved_at = now(), resolved_by = memgov.invoker_role(),
-           resolved_login = session_user
-     WHERE q.quarantine_id = v_entry.quarantine_id AND q.org_id = v_entry.org_id;
-    RETURN jsonb_build_object('quarantine_id', v_entry.quarantine_id, 'status', 'released',
-                              'memory_id', v_item.memory_id);
-END
-$$;
-
--- Purges a quarantined write: its payload is erased, the entry stays as a record.
-CREATE FUNCTION memgov.purge_quarantine(quarantine_id uuid)
-RETURNS jsonb
-LANGUAGE plpgsql
-SECURITY DEFINER
-SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-    v_entry  memgov.quarantine := memgov.held_quarantine(purge_quarantine.quarantine_id);
-BEGIN
-    UPDATE memgov.quarantine AS q
-       SET status = 'purged', payload = jsonb_build_object('purged', true),
-           resolved_at = now(), resolved_by = memgov.invoker_role(), resolved_login = session_user
-     WHERE q.quarantine_id = v_entry.quarantine_id AND q.org_id = v_entry.org_id;
-    RETURN jsonb_build_object('quarantine_id', v_entry.quarantine_id, 'status', 'purged');
-END
-$$;
-
--- Privileges: writers reach the write path through the table, remember() and forget();
--- reviewers decide requests and quarantine entries. Nothing else here is a client's.
+-- Privileges: writers reach the write path through the table, remember() and forget()
+-- (sql/050_feedback.sql); reviewers listen for requests. Nothing else here is a client's.
 REVOKE EXECUTE ON FUNCTION memgov.remember(jsonb) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION memgov.remember(jsonb) TO memgov_writer, memgov_admin;
 -- remember() runs with its caller's rights and builds its row with item_from_json()
 GRANT EXECUTE ON FUNCTION memgov.item_from_json(jsonb) TO memgov_writer, memgov_admin;
-GRANT EXECUTE ON FUNCTION
-    memgov.approve(uuid, text),
-    memgov.deny(uuid, text),
-    memgov.release_quarantine(uuid),
-    memgov.purge_quarantine(uuid),
-    memgov.approval_channel()
-    TO memgov_reviewer, memgov_admin;
+GRANT EXECUTE ON FUNCTION memgov.approval_channel() TO memgov_reviewer, memgov_admin;
 
 RESET ROLE;

@@ -6,12 +6,13 @@
 -- the row (concurrent feedback never loses an update), works in exact
 -- numeric clamped to [0, 1], and is recorded in memgov.feedback_events.
 --
--- The deltas come from the `feedback:` section of the tenant's active policy.
+-- The deltas come from the `feedback:` section of the tenant's active policy
+-- (memgov.feedback_setting: the engine's default for what it leaves out).
 
 SET ROLE memgov_owner;
 
 -- Locks a memory for feedback; raises MG404 when it does not exist in the caller's tenant
--- (another tenant's memories look the same as missing ones).
+-- (memgov.check_found).
 CREATE FUNCTION memgov.memory_for_feedback(p_memory_id uuid)
 RETURNS memgov.long_term_memory_items
 LANGUAGE plpgsql
@@ -30,10 +31,7 @@ BEGIN
     RETURN v_item;
 EXCEPTION
     WHEN no_data_found THEN
-        RAISE EXCEPTION 'memgov: memory % does not exist in tenant %', p_memory_id,
-                        coalesce(memgov.session_tenant(), '(memgov.org_id unset or not bound)')
-            USING ERRCODE = 'MG404',
-                  HINT = 'SET memgov.org_id to the memory''s tenant; feedback never reaches another tenant';
+        PERFORM memgov.check_found('memory', p_memory_id, NULL);  -- raises MG404
     WHEN too_many_rows THEN
         RAISE EXCEPTION 'memgov: memory % exists in several tenants', p_memory_id
             USING ERRCODE = 'MG409', HINT = 'SET memgov.org_id to the tenant you mean';
@@ -61,14 +59,6 @@ BEGIN
     END IF;
     RETURN v_request;
 END
-$$;
-
--- A feedback setting of the tenant's active policy (feedback.confirm_delta, ...).
-CREATE FUNCTION memgov.feedback_setting(p_org_id text, p_key text, p_default numeric)
-RETURNS numeric
-LANGUAGE sql STABLE
-AS $$
-    SELECT coalesce((memgov.policy_settings(p_org_id) -> 'feedback' ->> p_key)::numeric, p_default)
 $$;
 
 -- Records one feedback event and returns it as the function's result.
@@ -160,7 +150,7 @@ BEGIN
         END IF;
     END IF;
     v_after := least(1, greatest(0, v_item.confidence
-                   + memgov.feedback_setting(v_item.org_id, 'confirm_delta', 0.1)));
+                   + memgov.feedback_setting(v_item.org_id, 'confirm_delta')));
     UPDATE memgov.long_term_memory_items AS m
        SET confidence = v_after, last_confirmed_at = now()
      WHERE m.memory_id = v_item.memory_id AND m.org_id = v_item.org_id;
@@ -187,8 +177,8 @@ BEGIN
         RETURN memgov.record_feedback(v_item, 'reject', NULL, 'refused');
     END IF;
     v_after := least(1, greatest(0, v_item.confidence
-                   + memgov.feedback_setting(v_item.org_id, 'reject_delta', -0.3)));
-    IF v_after < memgov.feedback_setting(v_item.org_id, 'reject_delete_below', 0.0)
+                   + memgov.feedback_setting(v_item.org_id, 'reject_delta')));
+    IF v_after < memgov.feedback_setting(v_item.org_id, 'reject_delete_below')
        AND NOT memgov.retention_held(v_item) THEN
         DELETE FROM memgov.long_term_memory_items AS m
          WHERE m.memory_id = v_item.memory_id AND m.org_id = v_item.org_id;
@@ -213,7 +203,7 @@ AS $$
 DECLARE
     v_item     memgov.long_term_memory_items := memgov.memory_for_feedback(edit.memory_id);
     v_after    numeric(4,3) := least(1, greatest(0,
-                   memgov.feedback_setting(v_item.org_id, 'edit_confidence', 0.8)));
+                   memgov.feedback_setting(v_item.org_id, 'edit_confidence')));
     v_new      memgov.long_term_memory_items;
     v_outcome  memgov.write_outcome;
 BEGIN

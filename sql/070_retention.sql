@@ -1,9 +1,12 @@
 -- memgov: retention (docs/retention.md). What is deleted, and when:
 --
---   ttl_7d / ttl_30d    expires_at (created_at + 7 / 30 days) has passed
---   confidence_based    below the policy's confidence_floor for confidence_grace
---   any but permanent   an auto_delete rule of the tenant's active policy matches
+--   ttl_7d / ttl_30d    expires_at (created_at + 7 / 30 days) has passed      memgov.ttl_due
+--   confidence_based    below the policy's confidence_floor for confidence_grace  memgov.confidence_due
+--   any but permanent   an auto_delete rule of the tenant's active policy matches  memgov.auto_delete_due
 --   permanent_until_revoked   never by any automatic process
+--
+-- unless a forget rule holds the memory (memgov.retention_held). The sweep, its dry run
+-- (memgov.retention_preview) and memgov.apply_retention ask those same functions.
 --
 -- CALL memgov.run_maintenance() runs the sweep in batches of retention.batch_size,
 -- each committed on its own (FOR UPDATE SKIP LOCKED: writers are never blocked
@@ -54,12 +57,45 @@ GRANT SELECT ON memgov.deletion_log TO memgov_reviewer, memgov_admin;
 -- the runs count every tenant's deletions: admins only
 GRANT SELECT ON memgov.maintenance_runs TO memgov_admin;
 
--- A retention setting of a tenant's active policy, as an interval or a number.
-CREATE FUNCTION memgov.retention_interval(p_org_id text, p_key text, p_default interval)
-RETURNS interval
+-- When each kind of memory is due. These are SQL without a SET clause, so that the
+-- planner inlines them into the sweep's queries (and uses the indexes on expires_at and
+-- low_confidence_since).
+
+-- Whether a memory's TTL has run out.
+CREATE FUNCTION memgov.ttl_due(p_item memgov.long_term_memory_items)
+RETURNS boolean
 LANGUAGE sql STABLE PARALLEL SAFE
 AS $$
-    SELECT coalesce((memgov.policy_settings(p_org_id) -> 'retention' ->> p_key)::interval, p_default)
+    SELECT p_item.expires_at <= pg_catalog.now() AND p_item.retention_policy <> 'permanent_until_revoked'
+$$;
+
+-- Whether a confidence_based memory has been below its tenant's confidence_floor for the
+-- tenant's confidence_grace, and still is (a new policy may have lowered the floor).
+CREATE FUNCTION memgov.confidence_due(p_item memgov.long_term_memory_items)
+RETURNS boolean
+LANGUAGE sql STABLE PARALLEL SAFE
+AS $$
+    SELECT p_item.retention_policy = 'confidence_based'
+           AND p_item.low_confidence_since
+               <= pg_catalog.now() - memgov.retention_interval(p_item.org_id, 'confidence_grace')
+           AND p_item.confidence < memgov.confidence_floor(p_item.org_id)
+$$;
+
+-- Whether an auto_delete rule of the tenant's active policy matches a memory.
+CREATE FUNCTION memgov.auto_delete_due(p_item memgov.long_term_memory_items)
+RETURNS boolean
+LANGUAGE sql STABLE PARALLEL SAFE
+AS $$
+    SELECT p_item.retention_policy <> 'permanent_until_revoked' AND memgov.retention_rule(p_item) IS NOT NULL
+$$;
+
+-- Whether a pending approval request has waited longer than its tenant's approval_ttl.
+CREATE FUNCTION memgov.approval_expired(p_request memgov.approval_requests)
+RETURNS boolean
+LANGUAGE sql STABLE PARALLEL SAFE
+AS $$
+    SELECT p_request.status = 'pending'
+           AND p_request.requested_at <= pg_catalog.now() - memgov.retention_interval(p_request.org_id, 'approval_ttl')
 $$;
 
 -- Why a memory is due for deletion now ('ttl', 'confidence', 'auto_delete'), or NULL.
@@ -68,16 +104,9 @@ RETURNS text
 LANGUAGE sql STABLE PARALLEL SAFE
 AS $$
     SELECT CASE
-        WHEN p_item.retention_policy = 'permanent_until_revoked' THEN NULL
-        WHEN p_item.expires_at <= now() THEN 'ttl'
-        WHEN p_item.retention_policy = 'confidence_based'
-             AND p_item.low_confidence_since
-                 <= now() - memgov.retention_interval(p_item.org_id, 'confidence_grace', interval '30 days')
-             -- still below the floor of the active policy (a new policy may have lowered it)
-             AND p_item.confidence
-                 < coalesce((memgov.policy_settings(p_item.org_id) #>> '{retention,confidence_floor}')::numeric, 0.3)
-             THEN 'confidence'
-        WHEN memgov.retention_rule(p_item) IS NOT NULL THEN 'auto_delete'
+        WHEN memgov.ttl_due(p_item) THEN 'ttl'
+        WHEN memgov.confidence_due(p_item) THEN 'confidence'
+        WHEN memgov.auto_delete_due(p_item) THEN 'auto_delete'
     END
 $$;
 
@@ -108,10 +137,10 @@ $$;
 -- Deletes one batch of due memories of one kind and logs each deletion; returns how many
 -- rows it took (fewer than p_batch_size: that kind is done for this run).
 --
--- Every kind locks its batch first (FOR UPDATE SKIP LOCKED: a row someone holds waits for
--- the next run, the sweep never waits for it), then deletes the locked rows by ctid (a TID
--- scan: no second index probe, no join against the whole table) and logs what was deleted;
--- a tenant's policy version is looked up once per batch, not once per row.
+-- Each kind picks and locks its batch (FOR UPDATE SKIP LOCKED: a row someone holds waits
+-- for the next run, the sweep never waits for it); one statement then deletes the locked
+-- rows by ctid (a TID scan: no second index probe, no join against the whole table) and
+-- logs what was deleted, a tenant's policy version looked up once per batch, not per row.
 CREATE FUNCTION memgov.sweep_batch(p_run_id bigint, p_kind text, p_batch_size integer)
 RETURNS integer
 LANGUAGE plpgsql
@@ -119,6 +148,7 @@ SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
+    v_batch    tid[];
     v_taken    integer := 0;
     v_deleted  integer := 0;
     v_cursor   bigint;
@@ -130,57 +160,27 @@ BEGIN
     PERFORM memgov.check_lease();
     IF p_kind = 'ttl' THEN
         -- in expiry order, through the partial index on expires_at
-        WITH gone AS (
-            DELETE FROM memgov.long_term_memory_items m
-             WHERE m.ctid = ANY (ARRAY(
-                   SELECT d.ctid FROM memgov.long_term_memory_items d
-                    WHERE d.expires_at <= now() AND d.retention_policy <> 'permanent_until_revoked'
-                      AND NOT memgov.retention_held(d)
-                    ORDER BY d.expires_at
-                    LIMIT p_batch_size
-                      FOR UPDATE SKIP LOCKED))
-            RETURNING m.memory_id, m.org_id
-        ), versions AS (
-            SELECT t.org_id, memgov.policy_settings(t.org_id) ->> 'version' AS version
-              FROM (SELECT DISTINCT gone.org_id FROM gone) AS t
-        )
-        INSERT INTO memgov.deletion_log (memory_id, org_id, reason, policy_version, run_id)
-        SELECT g.memory_id, g.org_id, 'ttl', v.version, p_run_id
-          FROM gone g JOIN versions v ON v.org_id = g.org_id;
-        GET DIAGNOSTICS v_deleted = ROW_COUNT;
-        v_taken := v_deleted;
+        v_batch := ARRAY(
+            SELECT d.ctid FROM memgov.long_term_memory_items d
+             WHERE memgov.ttl_due(d) AND NOT memgov.retention_held(d)
+             ORDER BY d.expires_at
+             LIMIT p_batch_size
+               FOR UPDATE SKIP LOCKED);
     ELSIF p_kind = 'confidence' THEN
-        -- the loosest cutoff of any active policy bounds the index scan; each row is then
-        -- held to its own tenant's grace and floor
-        SELECT now() - least(interval '30 days',
-                             min((v.settings #>> '{retention,confidence_grace}')::interval))
+        -- the loosest grace of any active policy (or the default, for tenants that have
+        -- none) bounds the index scan; each row is then held to its own tenant's grace and floor
+        SELECT now() - least((memgov.setting_defaults() #>> '{retention,confidence_grace}')::interval,
+                             min(memgov.retention_interval(v.org_id, 'confidence_grace')))
           INTO v_cutoff
           FROM memgov.policy_versions v
          WHERE v.active;
-        WITH gone AS (
-            DELETE FROM memgov.long_term_memory_items m
-             WHERE m.ctid = ANY (ARRAY(
-                   SELECT d.ctid FROM memgov.long_term_memory_items d
-                    WHERE d.retention_policy = 'confidence_based'
-                      AND d.low_confidence_since <= v_cutoff
-                      AND d.low_confidence_since
-                          <= now() - memgov.retention_interval(d.org_id, 'confidence_grace', interval '30 days')
-                      AND d.confidence
-                          < coalesce((memgov.policy_settings(d.org_id) #>> '{retention,confidence_floor}')::numeric, 0.3)
-                      AND NOT memgov.retention_held(d)
-                    ORDER BY d.low_confidence_since
-                    LIMIT p_batch_size
-                      FOR UPDATE SKIP LOCKED))
-            RETURNING m.memory_id, m.org_id
-        ), versions AS (
-            SELECT t.org_id, memgov.policy_settings(t.org_id) ->> 'version' AS version
-              FROM (SELECT DISTINCT gone.org_id FROM gone) AS t
-        )
-        INSERT INTO memgov.deletion_log (memory_id, org_id, reason, policy_version, run_id)
-        SELECT g.memory_id, g.org_id, 'confidence', v.version, p_run_id
-          FROM gone g JOIN versions v ON v.org_id = g.org_id;
-        GET DIAGNOSTICS v_deleted = ROW_COUNT;
-        v_taken := v_deleted;
+        v_batch := ARRAY(
+            SELECT d.ctid FROM memgov.long_term_memory_items d
+             WHERE d.low_confidence_since <= v_cutoff
+               AND memgov.confidence_due(d) AND NOT memgov.retention_held(d)
+             ORDER BY d.low_confidence_since
+             LIMIT p_batch_size
+               FOR UPDATE SKIP LOCKED);
     ELSIF p_kind = 'auto_delete' THEN
         -- no active policy has an auto_delete rule: nothing to walk
         IF NOT EXISTS (SELECT FROM memgov.memory_policy_rules r
@@ -204,37 +204,20 @@ BEGIN
                                                     THEN c.reltuples / c.relpages ELSE 50 END))::bigint
           INTO v_step
           FROM pg_class c WHERE c.oid = 'memgov.long_term_memory_items'::regclass;
-        WITH gone AS (
-            DELETE FROM memgov.long_term_memory_items m
-             WHERE m.ctid = ANY (ARRAY(
-                   SELECT d.ctid FROM memgov.long_term_memory_items d
-                    WHERE d.ctid >= ('(' || v_cursor || ',0)')::tid
-                      AND d.ctid < ('(' || (v_cursor + v_step) || ',0)')::tid
-                      AND d.retention_policy <> 'permanent_until_revoked'
-                      AND memgov.retention_rule(d) IS NOT NULL
-                      AND NOT memgov.retention_held(d)
-                      FOR UPDATE SKIP LOCKED))
-            RETURNING m AS item
-        ), versions AS (
-            SELECT t.org_id, memgov.policy_settings(t.org_id) ->> 'version' AS version
-              FROM (SELECT DISTINCT (gone.item).org_id FROM gone) AS t
-        )
-        INSERT INTO memgov.deletion_log (memory_id, org_id, reason, rule_id, policy_version, run_id)
-        SELECT (g.item).memory_id, (g.item).org_id, 'auto_delete', memgov.retention_rule(g.item),
-               v.version, p_run_id
-          FROM gone g JOIN versions v ON v.org_id = (g.item).org_id;
-        GET DIAGNOSTICS v_deleted = ROW_COUNT;
+        v_batch := ARRAY(
+            SELECT d.ctid FROM memgov.long_term_memory_items d
+             WHERE d.ctid >= ('(' || v_cursor || ',0)')::tid
+               AND d.ctid < ('(' || (v_cursor + v_step) || ',0)')::tid
+               AND memgov.auto_delete_due(d) AND NOT memgov.retention_held(d)
+               FOR UPDATE SKIP LOCKED);
         v_cursor := v_cursor + v_step;
         UPDATE memgov.maintenance_runs
            SET summary = summary || jsonb_build_object('cursor', v_cursor, 'blocks', v_blocks)
          WHERE org_id = '*' AND run_id = p_run_id;
-        -- a full batch while blocks remain; the last one ends the walk
-        v_taken := CASE WHEN v_cursor < v_blocks THEN p_batch_size ELSE 0 END;
     ELSIF p_kind = 'approvals' THEN
         WITH stale AS (
             SELECT r.request_id, r.org_id FROM memgov.approval_requests r
-             WHERE r.status = 'pending'
-               AND r.requested_at <= now() - memgov.retention_interval(r.org_id, 'approval_ttl', interval '7 days')
+             WHERE memgov.approval_expired(r)
              LIMIT p_batch_size
                FOR UPDATE SKIP LOCKED
         ), expired AS (
@@ -254,6 +237,27 @@ BEGIN
         v_taken := v_deleted;
     ELSE
         RAISE EXCEPTION 'unknown sweep kind %', p_kind USING ERRCODE = '22023';
+    END IF;
+
+    IF p_kind <> 'approvals' THEN
+        -- the batch through a subquery, whose size the planner cannot see: it looks the tids up
+        -- (a TID scan); shown an array of thousands of tids, it would scan the whole table
+        WITH gone AS (
+            DELETE FROM memgov.long_term_memory_items m
+             WHERE m.ctid = ANY ((SELECT v_batch)::tid[])
+            RETURNING m.memory_id, m.org_id,
+                      CASE WHEN p_kind = 'auto_delete' THEN memgov.retention_rule(m) END AS rule_id
+        ), versions AS (
+            SELECT t.org_id, memgov.policy_settings(t.org_id) ->> 'version' AS version
+              FROM (SELECT DISTINCT gone.org_id FROM gone) AS t
+        )
+        INSERT INTO memgov.deletion_log (memory_id, org_id, reason, rule_id, policy_version, run_id)
+        SELECT g.memory_id, g.org_id, p_kind, g.rule_id, v.version, p_run_id
+          FROM gone g JOIN versions v ON v.org_id = g.org_id;
+        GET DIAGNOSTICS v_deleted = ROW_COUNT;
+        -- auto_delete: a full batch while blocks remain; the last one ends the walk
+        v_taken := CASE WHEN p_kind <> 'auto_delete' THEN v_deleted
+                        WHEN v_cursor < v_blocks THEN p_batch_size ELSE 0 END;
     END IF;
 
     v_path := CASE p_kind WHEN 'approvals' THEN ARRAY['expired', 'approvals'] ELSE ARRAY['deleted', p_kind] END;
@@ -277,9 +281,7 @@ AS $$
             'confidence',  count(*) FILTER (WHERE d.reason = 'confidence'),
             'auto_delete', count(*) FILTER (WHERE d.reason = 'auto_delete')),
         'expired', jsonb_build_object(
-            'approvals', (SELECT count(*) FROM memgov.approval_requests r
-                           WHERE r.status = 'pending'
-                             AND r.requested_at <= now() - memgov.retention_interval(r.org_id, 'approval_ttl', interval '7 days'))))
+            'approvals', (SELECT count(*) FROM memgov.approval_requests r WHERE memgov.approval_expired(r))))
       FROM (SELECT memgov.due_reason(m) AS reason
               FROM memgov.long_term_memory_items m
              WHERE m.retention_policy <> 'permanent_until_revoked') AS d
@@ -436,7 +438,7 @@ BEGIN
     -- the lease's lock belongs to the session: every step that can fail releases it before re-raising,
     -- so that a failed run in a long-lived session does not block the runs that follow
     BEGIN
-        v_batch := greatest(1, coalesce((memgov.policy_settings('*') #>> '{retention,batch_size}')::integer, 5000));
+        v_batch := greatest(1, memgov.policy_setting('*', 'retention', 'batch_size')::integer);
         v_run := memgov.start_maintenance(dry_run);
     EXCEPTION WHEN OTHERS OR query_canceled THEN
         PERFORM memgov.release_maintenance(v_lock);
@@ -544,6 +546,8 @@ GRANT EXECUTE ON FUNCTION
     memgov.start_maintenance(boolean),
     memgov.finish_maintenance(bigint, jsonb, bigint)
     TO memgov_admin;
+-- `memgov retention run` counts what the TTL sweep has to delete (its progress bar)
+GRANT EXECUTE ON FUNCTION memgov.ttl_due(memgov.long_term_memory_items) TO memgov_admin;
 GRANT EXECUTE ON PROCEDURE memgov.run_maintenance(boolean) TO memgov_admin;
 GRANT EXECUTE ON FUNCTION memgov.apply_retention(uuid) TO memgov_writer, memgov_reviewer, memgov_admin;
 

@@ -162,6 +162,28 @@ AS $$
                || p_row_digests)
 $$;
 
+-- Where the chain ends now: its last seal, else the last archive record (its last seal);
+-- NULLs when nothing was ever sealed.
+CREATE FUNCTION memgov.chain_end(OUT seal_id bigint, OUT xact_id bigint, OUT decision_id bigint, OUT hash bytea)
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    SELECT s.seal_id, s.last_xact_id, s.last_decision_id, s.seal_hash
+      INTO chain_end.seal_id, chain_end.xact_id, chain_end.decision_id, chain_end.hash
+      FROM memgov.decision_log_seals s
+     ORDER BY s.seal_id DESC
+     LIMIT 1;
+    IF NOT FOUND THEN
+        SELECT a.last_seal_id, a.last_xact_id, a.last_decision_id, a.last_hash
+          INTO chain_end.seal_id, chain_end.xact_id, chain_end.decision_id, chain_end.hash
+          FROM memgov.decision_log_archives a
+         ORDER BY a.archive_id DESC
+         LIMIT 1;
+    END IF;
+END
+$$;
+
 -- Seals the log's new rows: every row of a transaction older than all running ones, after
 -- the last seal, p_batch_rows a seal; returns what it sealed. memgov.run_maintenance() passes
 -- its run id: the run's summary then says how many rows it sealed (key 'sealed').
@@ -195,24 +217,15 @@ BEGIN
     -- one sealer or archiver at a time; clients may only read the seals, so none can hold
     -- a lock that conflicts with this one
     LOCK TABLE memgov.decision_log_seals IN SHARE ROW EXCLUSIVE MODE;
-    -- where the chain ends: its last seal, else the last archive, else nowhere yet
-    SELECT s.seal_id, s.last_xact_id, s.last_decision_id, s.seal_hash
+    -- where the chain ends, else nowhere yet
+    SELECT e.seal_id, e.xact_id, e.decision_id, e.hash
       INTO v_seal_id, v_after_x, v_after_d, v_hash
-      FROM memgov.decision_log_seals s
-     ORDER BY s.seal_id DESC
-     LIMIT 1;
-    IF NOT FOUND THEN
-        SELECT a.last_seal_id, a.last_xact_id, a.last_decision_id, a.last_hash
-          INTO v_seal_id, v_after_x, v_after_d, v_hash
-          FROM memgov.decision_log_archives a
-         ORDER BY a.archive_id DESC
-         LIMIT 1;
-        IF NOT FOUND THEN
-            v_seal_id := 0;
-            v_after_x := 0;
-            v_after_d := 0;
-            v_hash := decode(repeat('00', 32), 'hex');
-        END IF;
+      FROM memgov.chain_end() AS e;
+    IF v_seal_id IS NULL THEN
+        v_seal_id := 0;
+        v_after_x := 0;
+        v_after_d := 0;
+        v_hash := decode(repeat('00', 32), 'hex');
     END IF;
     -- the horizon, from a snapshot taken now: the rows read below are read with a snapshot no
     -- older than it, so every row of a transaction below the horizon is there to be sealed
@@ -467,18 +480,9 @@ BEGIN
     END IF;
 
     -- the chain's end as recorded (what to anchor), and what lies after it
-    SELECT s.seal_id, s.seal_hash, s.last_xact_id, s.last_decision_id
+    SELECT e.seal_id, e.hash, e.xact_id, e.decision_id
       INTO v_last_id, v_last_hash, v_end_x, v_end_d
-      FROM memgov.decision_log_seals s
-     ORDER BY s.seal_id DESC
-     LIMIT 1;
-    IF NOT FOUND THEN
-        SELECT a.last_seal_id, a.last_hash, a.last_xact_id, a.last_decision_id
-          INTO v_last_id, v_last_hash, v_end_x, v_end_d
-          FROM memgov.decision_log_archives a
-         ORDER BY a.archive_id DESC
-         LIMIT 1;
-    END IF;
+      FROM memgov.chain_end() AS e;
     SELECT count(*) INTO v_unsealed
       FROM memgov.decision_log d
      WHERE d.xact_id >= coalesce(v_end_x, 0)
@@ -569,6 +573,7 @@ $$;
 -- The chain is global, the log of every tenant: memgov_admin reads, seals, verifies, archives.
 REVOKE EXECUTE ON FUNCTION
     memgov.refuse_log_change(),
+    memgov.chain_end(),
     memgov.decision_digest(memgov.decision_log),
     memgov.seal_hash(bytea, bigint, bigint, bigint, bigint, bigint, bigint[], bytea),
     memgov.seal_decision_log(integer, bigint),

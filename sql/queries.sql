@@ -1,5 +1,5 @@
--- Every query the Python layer sends, by name (see memgov_pg/queries.py).
--- A block starts with "-- name: <name>" and runs to the next header.
+-- Every query the Python layer sends, by name (memgov_pg/resources.py parses this file:
+-- resources.query(name)). A block starts with "-- name: <name>" and runs to the next header.
 
 -- name: server_info
 -- What `memgov up` and `memgov status` report about the server.
@@ -126,8 +126,13 @@ SELECT current_setting('cron.database_name', true) AS cron_database,
 SELECT extversion FROM pg_catalog.pg_extension WHERE extname = 'pg_cron';
 
 -- name: default_schedule
--- The maintenance schedule of the active global policy (retention.schedule).
-SELECT coalesce(memgov.policy_settings('*') #>> '{retention,schedule}', '*/10 * * * *') AS schedule;
+-- The maintenance schedule of the active global policy (retention.schedule), else the default.
+SELECT memgov.policy_setting('*', 'retention', 'schedule') AS schedule;
+
+-- name: setting_defaults
+-- The engine's defaults: what applies to a feedback or retention setting a policy leaves out,
+-- and the limits memgov.settings starts with (memgov_admin).
+SELECT memgov.setting_defaults() AS defaults;
 
 -- name: cron_find_job
 -- Run in the cron database: the maintenance job(s) of one governed database, by name.
@@ -172,8 +177,8 @@ CALL memgov.run_maintenance(true);
 -- name: maintenance_due_ttl
 -- How many memories the TTL sweep has to delete now (the total of its progress bar).
 SELECT count(*) AS due
-  FROM memgov.long_term_memory_items
- WHERE expires_at <= now() AND retention_policy <> 'permanent_until_revoked';
+  FROM memgov.long_term_memory_items m
+ WHERE memgov.ttl_due(m);
 
 -- name: maintenance_lock_holder
 -- The backend whose run holds the maintenance lease of this database, if any.

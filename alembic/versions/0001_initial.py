@@ -24,16 +24,16 @@ depends_on = None
 
 # frozen: written by scripts/freeze-migration, not by hand
 FROZEN: Frozen = (
-    ("000_roles.sql", "sha256:68bb6623dee904fd3382617ecf2f6af051bf7f83fba535f91a0ef4ff5b3d2ee8"),
-    ("010_schema.sql", "sha256:284bdd51d5dc15af9320c65e46a84da79993281fe4d3b85a529b0c9ee0fd8abe"),
-    ("015_tenants.sql", "sha256:dca42fb4312587c5d9938e31fa887eb72c2e9d8586a3e2c52a6a34fbc299a171"),
+    ("000_roles.sql", "sha256:8a7bddf16c46ab5c72ba81ecb9d9d99304e5130995714a3f62ab5b1657a55409"),
+    ("005_tenants.sql", "sha256:1b78595fa2e4b308bfa99a9064db1fd1203c0316fea7e2ae329e179d57fca3a9"),
+    ("010_schema.sql", "sha256:b24ef3f719fc0296500cd13918a6bdcef03cefd3a492b58c60ca3383e571965e"),
     ("020_detectors.sql", "sha256:067c9afe52544b0cabea7b152158047759ccb00ac8cc35b8a420759c5cbe843b"),
-    ("030_policy.sql", "sha256:e56a327261c7ce0e2bf3634a53847b6782d7f1a00cacb221f222bd591001f291"),
-    ("040_enforce.sql", "sha256:e12ae546659bb75dfb85628dc317617d3f9e6469a233697b58d31f0171efb02d"),
-    ("050_feedback.sql", "sha256:cd096be10cc1d2443f77bd1845f51819dcc8e643ae7866c17b03c7188c742637"),
-    ("060_security.sql", "sha256:4ec938d2b3a89c014f436059add6066f2df8d683dca7ab85dbf2f96d0a4313c0"),
-    ("070_retention.sql", "sha256:7cc87dce75003e158dec7cc375b6c798bf6daa7e98b6dd27f02c4b07fc4ab22b"),
-    ("080_audit.sql", "sha256:c691d39ea9d34ad750e06bdb39eb3b43565b29e14c2efc93dbb81ae765f5564a"),
+    ("030_policy.sql", "sha256:0dcab63e580e26b7b0b7c052da5182c3c25016ae3743e83aa0e8ac87fcc850a4"),
+    ("040_enforce.sql", "sha256:173b052c3a15f6daa4a035f486d13cfd76e2fb847274e4576662981efa694fc3"),
+    ("045_review.sql", "sha256:e28767866460c4ae296743baff67aa02194f78b56378acdbddba95fc737f2db2"),
+    ("050_feedback.sql", "sha256:a834ca64fbb3f3c9dc27485f4810fa97709d60314ea2d8afe5a4376046a86189"),
+    ("070_retention.sql", "sha256:ccf102167d2a7b3f68811aefc2718af243449913b5318fcad67edcf879f7e3f9"),
+    ("080_audit.sql", "sha256:3d5fd380e495eab9ec99e95cc621c27f671482a1a160cac4e8098cd69cb65dcf"),
 )
 # end frozen
 

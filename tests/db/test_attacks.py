@@ -739,8 +739,10 @@ DECISION_CALLS = {
     "decide": "memgov.decide(" + _GLOBEX_ROW + ", 'remember', 'x')",
     "explain_decision": "memgov.explain_decision(" + _GLOBEX_ROW + ", 'remember', 'x')",
     "retention_rule": "memgov.retention_rule(" + _GLOBEX_ROW + ")",
-    "feedback_setting": "memgov.feedback_setting('globex', 'confirm_delta', 0)",
-    "retention_interval": "memgov.retention_interval('globex', 'approval_ttl', interval '1 day')",
+    "feedback_setting": "memgov.feedback_setting('globex', 'confirm_delta')",
+    "retention_interval": "memgov.retention_interval('globex', 'approval_ttl')",
+    "policy_setting": "memgov.policy_setting('globex', 'retention', 'approval_ttl')",
+    "confidence_floor": "memgov.confidence_floor('globex')",
     "approval_channel_of": "memgov.approval_channel('globex')",
 }
 

@@ -58,7 +58,7 @@ def signature(conn: psycopg.Connection[Any], name: str) -> str:
 
 def drop_roles(conn: psycopg.Connection[Any]) -> None:
     for role in (WRITER, DBA, GONE):
-        if conn.execute("SELECT FROM pg_roles WHERE rolname = %s", (role,)).fetchone():
+        if conn.execute("SELECT FROM pg_roles WHERE rolname = %s", (role,)).fetchone() is not None:
             conn.execute(sql.SQL("DROP OWNED BY {}").format(sql.Identifier(role)))
             conn.execute(sql.SQL("DROP ROLE {}").format(sql.Identifier(role)))
 

@@ -8,8 +8,10 @@
 -- Which tenant: memgov.session_tenant() is the session's memgov.org_id
 -- (SET [LOCAL] memgov.org_id = '...') when it is a valid tenant id and, for a
 -- login bound to tenants (memgov.tenant_grants), one of its tenants; otherwise
--- NULL. Row level security (sql/060_security.sql) and every memgov function
--- hold writers and reviewers to it.
+-- NULL. Row level security (each table's tenant_isolation policy, sql/010_schema.sql)
+-- and every memgov function hold writers and reviewers to it.
+--
+-- This file comes before the tables: their row level security and CHECKs call it.
 
 SET ROLE memgov_owner;
 
@@ -40,6 +42,20 @@ SET search_path = pg_catalog, pg_temp
 AS $$
     SELECT pg_has_role(memgov.invoker_role(), 'memgov_admin', 'MEMBER')
 $$;
+
+-- Tenant binding: a login that is (a member of) a role listed here may act only in
+-- the tenants listed for it; logins that appear nowhere act in the tenant their
+-- session names (memgov.org_id). Changed through memgov.grant_tenant / revoke_tenant.
+CREATE TABLE memgov.tenant_grants (
+    role_name   text        NOT NULL,
+    org_id      text        NOT NULL CONSTRAINT tenant_grants_tenant_id CHECK (memgov.is_tenant_id(org_id)),
+    granted_at  timestamptz NOT NULL DEFAULT now(),
+    granted_by  text        NOT NULL DEFAULT session_user,
+    PRIMARY KEY (role_name, org_id)
+);
+COMMENT ON TABLE memgov.tenant_grants IS 'Which tenants a bound login may act in (memgov tenant grant ROLE ORG)';
+-- no row level security: only memgov_admin reads it, and clients may not
+GRANT SELECT ON memgov.tenant_grants TO memgov_admin;
 
 -- Whether the login is held to tenant grants. Binding is on as soon as any grant exists:
 -- then a writer or reviewer login acts only in tenants granted to it (or to a role it is
@@ -83,6 +99,22 @@ BEGIN
 END
 $$;
 
+-- Raises 22023 unless p_org_id is a tenant id; returns it.
+-- (No SET clause: it runs in the write path, under its callers' pinned search_path.)
+CREATE FUNCTION memgov.check_tenant_id(p_org_id text)
+RETURNS text
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+AS $$
+BEGIN
+    IF NOT memgov.is_tenant_id(p_org_id) THEN
+        RAISE EXCEPTION 'memgov: % is not a tenant id', coalesce(pg_catalog.quote_literal(p_org_id), 'NULL')
+            USING ERRCODE = '22023',
+                  HINT = 'a tenant id is a letter or digit followed by up to 62 letters, digits, ".", "_", ":" or "-"';
+    END IF;
+    RETURN p_org_id;
+END
+$$;
+
 -- Raises 42501 unless the invoker may act in p_org_id: admins in any valid tenant,
 -- everybody else in the session's tenant only (for a bound login: one of its tenants).
 CREATE FUNCTION memgov.check_tenant(p_org_id text)
@@ -93,11 +125,7 @@ AS $$
 DECLARE
     v_session  text := current_setting('memgov.org_id', true);
 BEGIN
-    IF NOT memgov.is_tenant_id(p_org_id) THEN
-        RAISE EXCEPTION 'memgov: % is not a tenant id', coalesce(quote_literal(p_org_id), 'NULL')
-            USING ERRCODE = '22023',
-                  HINT = 'a tenant id is a letter or digit followed by up to 62 letters, digits, ".", "_", ":" or "-"';
-    END IF;
+    PERFORM memgov.check_tenant_id(p_org_id);
     IF memgov.is_admin() THEN
         RETURN p_org_id;
     END IF;
@@ -128,11 +156,7 @@ BEGIN
         RAISE EXCEPTION 'memgov: role % does not exist', coalesce(quote_ident(p_role), 'NULL')
             USING ERRCODE = '42704', HINT = 'grant a tenant to an existing login or group role';
     END IF;
-    IF NOT memgov.is_tenant_id(p_org_id) THEN
-        RAISE EXCEPTION 'memgov: % is not a tenant id', coalesce(quote_literal(p_org_id), 'NULL')
-            USING ERRCODE = '22023',
-                  HINT = 'a tenant id is a letter or digit followed by up to 62 letters, digits, ".", "_", ":" or "-"';
-    END IF;
+    PERFORM memgov.check_tenant_id(p_org_id);
     INSERT INTO memgov.tenant_grants (role_name, org_id, granted_by)
     VALUES (p_role, p_org_id, session_user)
         ON CONFLICT (role_name, org_id) DO NOTHING;
@@ -154,10 +178,42 @@ BEGIN
 END
 $$;
 
--- Tenant ids in the tables that name tenants by hand ('*': the global policy)
-ALTER TABLE memgov.policy_versions
-    ADD CONSTRAINT policy_versions_tenant_id CHECK (org_id = '*' OR memgov.is_tenant_id(org_id));
-ALTER TABLE memgov.tenant_grants
-    ADD CONSTRAINT tenant_grants_tenant_id CHECK (memgov.is_tenant_id(org_id));
+-- Whether the invoker may see objects of a tenant: admins every tenant, everybody else the session's.
+CREATE FUNCTION memgov.sees_tenant(p_org_id text)
+RETURNS boolean
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT memgov.is_admin() OR p_org_id IS NOT DISTINCT FROM memgov.session_tenant()
+$$;
+
+-- Checks what a lookup by id in the caller's tenant found (memgov.sees_tenant; the row
+-- locked FOR UPDATE): p_status is the row's status, NULL when there is none. Raises MG404
+-- for none (another tenant's ids look the same as missing ones) and, when p_open names the
+-- status the row must still have, MG409 for another. p_what names the row in the message.
+CREATE FUNCTION memgov.check_found(p_what text, p_id uuid, p_status text, p_open text DEFAULT NULL)
+RETURNS void
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF p_status IS NULL THEN
+        RAISE EXCEPTION 'memgov: % % does not exist in tenant %', p_what, p_id,
+                        coalesce(memgov.session_tenant(), '(memgov.org_id unset or not bound)')
+            USING ERRCODE = 'MG404',
+                  HINT = format('SET memgov.org_id to the tenant of the %s; no id reaches another tenant', p_what);
+    END IF;
+    IF p_status <> p_open THEN
+        RAISE EXCEPTION 'memgov: % % is already %', p_what, p_id, p_status
+            USING ERRCODE = 'MG409';
+    END IF;
+END
+$$;
+
+-- What clients may call here: their tenant; binding is memgov_admin's.
+GRANT EXECUTE ON FUNCTION memgov.session_tenant(), memgov.is_tenant_id(text)
+    TO memgov_writer, memgov_reviewer, memgov_admin;
+GRANT EXECUTE ON FUNCTION memgov.grant_tenant(text, text), memgov.revoke_tenant(text, text)
+    TO memgov_admin;
 
 RESET ROLE;
