@@ -4,6 +4,11 @@ The DSN comes from ``memgov migrate --dsn`` (config attribute), ``-x dsn=...``,
 ``MEMGOV_DSN``, or the embedded cluster of ``memgov up``, in that order. The
 version table is ``public.memgov_alembic_version`` so that it never collides
 with an application's own Alembic history and survives ``downgrade base``.
+
+This environment serves ``memgov migrate`` and ``alembic`` run from this
+repository. A host project that puts memgov's revisions into its own history
+runs them through its own env.py and version table (README, "Alembic and
+SQLAlchemy"; tests/host_project/); ``memgov migrate`` then leaves them alone.
 """
 
 from __future__ import annotations

@@ -82,6 +82,51 @@ class Deployed:
     warnings: tuple[PolicyError, ...]
 
 
+def deployed(policy: Policy, compiled: CompiledPolicy) -> Deployed:
+    rules = len(policy.write_rules) + len(policy.retention_rules)
+    return Deployed(policy.version, compiled.org_id, compiled.function_name, rules, policy.warnings)
+
+
+def savepoint_regex_checker(conn: psycopg.Connection[Any]) -> RegexChecker:
+    """Like :func:`pg_regex_checker`, inside the caller's transaction (a savepoint per
+    pattern): it never begins or commits a transaction of its own."""
+
+    def check(pattern: str) -> str | None:
+        with conn.cursor() as cur:
+            cur.execute("SAVEPOINT memgov_regex_check")
+            try:
+                cur.execute(query("check_regex"), {"pattern": pattern})
+            except (errors.InvalidRegularExpression, errors.ProgramLimitExceeded) as exc:
+                cur.execute("ROLLBACK TO SAVEPOINT memgov_regex_check")
+                return first_line(exc)
+            finally:
+                if conn.info.transaction_status == psycopg.pq.TransactionStatus.INTRANS:
+                    cur.execute("RELEASE SAVEPOINT memgov_regex_check")
+        return None
+
+    return check
+
+
+def deploy_on(
+    conn: psycopg.Connection[Any],
+    source: str | bytes | Path,
+    tenant: str | None = None,
+    filename: str | None = None,
+) -> Deployed:
+    """Validate, compile, install and activate a policy on ``conn``, in its current
+    transaction: no connection of its own, no commit (an Alembic revision's deploy).
+
+    ``source`` is what :func:`memgov_pg.policy.load_policy` takes: a path, YAML text, bytes.
+    """
+    org_id = scope_of(tenant)
+    checker = pg_regex_checker(conn) if conn.autocommit else savepoint_regex_checker(conn)
+    policy = load_policy(source, filename=filename, regex_checker=checker)
+    compiled = compile_policy(policy, org_id)
+    with conn.cursor() as cur:
+        cur.execute(compiled.install_sql())
+    return deployed(policy, compiled)
+
+
 def deploy(dsn: str, path: str | Path, tenant: str | None = None) -> Deployed:
     """Validate, compile, install and activate a policy in one transaction."""
     org_id = scope_of(tenant)
@@ -90,13 +135,16 @@ def deploy(dsn: str, path: str | Path, tenant: str | None = None) -> Deployed:
         compiled = compile_policy(policy, org_id)
         conn.execute(compiled.install_sql())
         conn.commit()
-    return Deployed(
-        policy.version,
-        compiled.org_id,
-        compiled.function_name,
-        len(policy.write_rules) + len(policy.retention_rules),
-        policy.warnings,
-    )
+    return deployed(policy, compiled)
+
+
+def undeploy_on(conn: psycopg.Connection[Any], version: str, tenant: str | None = None) -> str | None:
+    """Undo the latest activation of ``version`` on ``conn`` (no commit): the version active
+    before it is active again, or none (memgov.undeploy_policy). Returns the version now active."""
+    org_id = scope_of(tenant)
+    row = conn.execute(query("undeploy_policy"), {"org_id": org_id, "version": version}).fetchone()
+    assert row is not None
+    return None if row[0] is None else str(row[0])
 
 
 def rollback(dsn: str, tenant: str | None = None, to: str | None = None) -> str:

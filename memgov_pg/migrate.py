@@ -18,11 +18,13 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from alembic.config import Config
 from alembic.script import ScriptDirectory
 from alembic.util import CommandError
+from psycopg import sql
 
 from alembic import command
 
@@ -191,14 +193,99 @@ def head_revision() -> str:
     return head
 
 
-def current_revision(dsn: str) -> str | None:
-    """The revision the database is at; None before the first migration."""
+def shipped_revisions() -> list[str]:
+    """Every revision id this memgov ships (its branch ``memgov``), head first."""
+    return [script.revision for script in ScriptDirectory.from_config(alembic_config()).walk_revisions()]
+
+
+# -- where memgov's revision is recorded -----------------------------------------------
+
+OWN_VERSION_TABLE = f"public.{VERSION_TABLE}"
+HOST_VERSION_TABLE = "public.alembic_version"
+"""Alembic's default version table: where a host project that has memgov's branch in
+its ``version_locations`` records memgov's revision next to its own."""
+
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_$]{0,62}")
+
+
+def qualified_table(name: str) -> tuple[str, str]:
+    """``[SCHEMA.]TABLE`` (schema public by default) as ``(schema, table)``; anything else is one error line."""
+    parts = name.split(".")
+    if len(parts) == 1:
+        parts.insert(0, "public")
+    if len(parts) != 2 or not all(_NAME.fullmatch(part) for part in parts):
+        raise MemgovError(f"--version-table {name!r}: expected [SCHEMA.]TABLE, each a plain SQL name")
+    return parts[0], parts[1]
+
+
+@dataclass(frozen=True)
+class Located:
+    """Where memgov's revision is recorded.
+
+    ``records`` are ``(table, revision)`` pairs. memgov's own table holds only memgov's
+    revisions, so every row there counts (even one this memgov does not ship: the upgrade
+    then fails with Alembic's message); a host's table holds the host's revisions too, so
+    only the ids memgov ships count there. When a host revision declares ``depends_on``
+    memgov's revision, Alembic records only the host's revision: memgov's is then
+    ``implied_by`` the host's rows (schema memgov exists, no row names memgov's revision).
+    """
+
+    records: tuple[tuple[str, str], ...]
+    looked_in: tuple[str, ...]
+    schema_exists: bool
+    implied_in: str | None = None
+    implied_by: tuple[str, ...] = ()
+
+    @property
+    def table(self) -> str | None:
+        return self.records[0][0] if self.records else self.implied_in
+
+    @property
+    def revision(self) -> str | None:
+        if self.records:
+            return self.records[0][1]
+        shipped = shipped_revisions()
+        # implied by a host revision: the schema exists, so memgov is at least at its base;
+        # with one shipped revision that is also its head
+        return shipped[0] if self.implied_in and len(shipped) == 1 else None
+
+    @property
+    def host_owned(self) -> bool:
+        return self.table is not None and self.table != OWN_VERSION_TABLE
+
+
+def locate(dsn: str, version_table: str | None = None) -> Located:
+    """Look for memgov's revision in ``version_table``, or (None) in memgov's table and the host default."""
+    if version_table is None:
+        tables = [OWN_VERSION_TABLE, HOST_VERSION_TABLE]
+    else:
+        tables = [".".join(qualified_table(version_table))]
+    shipped = set(shipped_revisions())
+    records: list[tuple[str, str]] = []
+    others: dict[str, tuple[str, ...]] = {}
     with connect(dsn) as conn:
-        exists = conn.execute(query("version_table_exists")).fetchone()
-        if not (exists and exists[0]):
-            return None
-        row = conn.execute(query("current_revision")).fetchone()
-    return row[0] if row else None
+        for table in tables:
+            ident = sql.Identifier(*qualified_table(table))
+            exists = conn.execute(query("version_table_exists"), {"table": ident.as_string(conn)}).fetchone()
+            if not (exists and exists[0]):
+                continue
+            stmt = sql.SQL(query("current_revision")).format(table=ident)  # type: ignore[arg-type]
+            rows = [rev for (rev,) in conn.execute(stmt).fetchall()]
+            own = table == OWN_VERSION_TABLE
+            records += [(table, rev) for rev in rows if own or rev in shipped]
+            if not own and rows:
+                others[table] = tuple(rev for rev in rows if rev not in shipped)
+        schema = conn.execute(query("memgov_schema_exists")).fetchone()
+    schema_exists = bool(schema and schema[0])
+    implied = [(t, revs) for t, revs in others.items() if revs]
+    if schema_exists and not records and implied:
+        return Located((), tuple(tables), schema_exists, implied[0][0], implied[0][1])
+    return Located(tuple(records), tuple(tables), schema_exists)
+
+
+def current_revision(dsn: str, version_table: str | None = None) -> str | None:
+    """The revision the memgov schema is at (wherever it is recorded); None before the first migration."""
+    return locate(dsn, version_table).revision
 
 
 def _alembic(run: Callable[[], None]) -> None:
@@ -209,11 +296,61 @@ def _alembic(run: Callable[[], None]) -> None:
         raise MemgovError(f"alembic: {exc}") from exc
 
 
-def upgrade(dsn: str, revision: str = "head") -> tuple[str | None, str | None]:
-    """Upgrade the memgov schema; returns (revision before, revision after)."""
-    before = current_revision(dsn)  # also proves the DSN works, with a clear error
+@dataclass(frozen=True)
+class Migrated:
+    before: str | None
+    after: str | None
+    version_table: str
+    host_owned: bool
+
+
+def migrate(dsn: str, revision: str = "head", version_table: str | None = None) -> Migrated:
+    """``memgov migrate``: upgrade memgov's own history, or report a host's.
+
+    memgov only ever writes its own version table. When memgov's revision is recorded in
+    a host's table, the host's Alembic history owns the branch: at head this is a no-op;
+    otherwise one error line says to run ``alembic upgrade memgov@head`` in that project
+    (memgov's scripts alone cannot move a table that also records the host's heads).
+    Never creates what exists: schema memgov without any record is an error, not a
+    second ``CREATE SCHEMA``.
+    """
+    where = locate(dsn, version_table)  # also proves the DSN works, with a clear error
+    if len(where.records) > 1:
+        found = ", ".join(f"{rev} in {table}" for table, rev in where.records)
+        raise MemgovError(
+            f"memgov's revision is recorded twice ({found}): one Alembic history must own it; "
+            f"if the host's does, drop {OWN_VERSION_TABLE}"
+        )
+    if where.host_owned:
+        assert where.table is not None
+        if revision in ("head", "heads", f"{BRANCH}@head", where.revision) and where.revision == head_revision():
+            return Migrated(where.revision, where.revision, where.table, True)
+        what = where.revision or f"(implied by {', '.join(where.implied_by)}, through depends_on)"
+        raise MemgovError(
+            f"memgov's revision {what} is recorded in {where.table}: the host's Alembic history "
+            f"owns it; run `alembic upgrade {BRANCH}@head` in that project (memgov migrate never records it "
+            f"a second time in {OWN_VERSION_TABLE})"
+        )
+    if where.revision is None:
+        if version_table is not None and where.looked_in != (OWN_VERSION_TABLE,):
+            raise MemgovError(
+                f"{where.looked_in[0]} records no memgov revision: run `alembic upgrade {BRANCH}@head` in the "
+                "project that owns it, or `memgov migrate` without --version-table"
+            )
+        if where.schema_exists:
+            raise MemgovError(
+                f"schema memgov exists but no version table records memgov's revision (looked in "
+                f"{', '.join(where.looked_in)}): if a host's Alembic history owns it, pass --version-table "
+                "[SCHEMA.]TABLE; memgov never creates what exists"
+            )
     _alembic(lambda: command.upgrade(alembic_config(dsn), revision))
-    return before, current_revision(dsn)
+    return Migrated(where.revision, current_revision(dsn, OWN_VERSION_TABLE), OWN_VERSION_TABLE, False)
+
+
+def upgrade(dsn: str, revision: str = "head", version_table: str | None = None) -> tuple[str | None, str | None]:
+    """Upgrade the memgov schema; returns (revision before, revision after)."""
+    done = migrate(dsn, revision, version_table)
+    return done.before, done.after
 
 
 def downgrade(dsn: str, revision: str) -> None:

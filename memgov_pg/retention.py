@@ -278,21 +278,29 @@ def _section(conn: psycopg.Connection[Any], name: str) -> list[dict[str, Any]] |
         return {"error": _message(exc)}
 
 
-def status(dsn: str) -> dict[str, Any]:
-    """What `memgov status` shows; every key is present, ``None`` where it does not apply."""
-    from .migrate import current_revision, head_revision
+def status(dsn: str, version_table: str | None = None) -> dict[str, Any]:
+    """What `memgov status` shows; every key is present, ``None`` where it does not apply.
+
+    The schema revision is memgov's, wherever it is recorded (``version_table``, or
+    memgov's own table and a host project's ``public.alembic_version``).
+    """
+    from .migrate import head_revision, locate
 
     with connect(dsn, autocommit=True) as conn:
         info = conn.execute(query("server_info")).fetchone()
         assert info is not None
         objects = conn.execute(query("schema_objects")).fetchall()
-        revision = current_revision(dsn)
+        where = locate(dsn, version_table)
         data: dict[str, Any] = {
             "server_version": info[0],
             "database": info[1],
             "user": info[2],
-            "schema_revision": revision,
+            "schema_revision": where.revision,
             "head_revision": head_revision(),
+            "version_table": where.table,
+            "revision_records": [{"table": t, "revision": r} for t, r in where.records],
+            "implied_by": list(where.implied_by),
+            "schema_exists": where.schema_exists,
             "tables": [row[0] for row in objects],
             "policies": None,
             "pending_approvals": None,

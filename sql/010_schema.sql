@@ -137,6 +137,37 @@ CREATE POLICY tenant_isolation ON memgov.memory_policy_rules
     USING (org_id = '*' OR org_id = (SELECT memgov.session_tenant()));
 CREATE POLICY admin_read ON memgov.memory_policy_rules TO memgov_admin USING (true);
 
+-- Every change of a scope's active version, in order: memgov.activate_policy writes a row
+-- when the active version changes, memgov.undeploy_policy one when it undoes an activation.
+-- Undeploy reads it to find the version that was active right before a deploy (two deploys
+-- in one transaction share now(): the order is activation_id, never a timestamp). Only those
+-- two functions (as memgov_owner) write here; admins read it.
+CREATE TABLE memgov.policy_activations (
+    activation_id     bigint       GENERATED ALWAYS AS IDENTITY,
+    org_id            text         NOT NULL,
+    version           text,
+    previous_version  text,
+    undoes            bigint,
+    activated_at      timestamptz  NOT NULL DEFAULT now(),
+    activated_by      text         NOT NULL DEFAULT session_user,
+    PRIMARY KEY (org_id, activation_id),
+    UNIQUE (org_id, undoes),
+    FOREIGN KEY (org_id, version)
+        REFERENCES memgov.policy_versions (org_id, version) ON DELETE CASCADE,
+    FOREIGN KEY (org_id, undoes)
+        REFERENCES memgov.policy_activations (org_id, activation_id) ON DELETE CASCADE
+);
+COMMENT ON TABLE memgov.policy_activations IS
+    'Every change of the active policy version of an org_id (''*'' = global), in activation_id order';
+COMMENT ON COLUMN memgov.policy_activations.version IS 'the version active from then on; NULL = none';
+COMMENT ON COLUMN memgov.policy_activations.previous_version IS 'the version active right before; NULL = none';
+COMMENT ON COLUMN memgov.policy_activations.undoes IS
+    'set by memgov.undeploy_policy: the activation this row undid (each is undone at most once)';
+CREATE INDEX policy_activations_version_idx ON memgov.policy_activations (org_id, version, activation_id);
+GRANT SELECT ON memgov.policy_activations TO memgov_admin;
+ALTER TABLE memgov.policy_activations ENABLE ROW LEVEL SECURITY;
+CREATE POLICY admin_read ON memgov.policy_activations TO memgov_admin USING (true);
+
 -- Every decision, written in the same transaction as the write it decided.
 -- Only memgov.log_decision() inserts here (for record_write and approve_request), from a typed
 -- memgov.decision; the table carries no CHECK constraints because a row

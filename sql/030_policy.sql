@@ -282,6 +282,8 @@ LANGUAGE plpgsql
 SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
+DECLARE
+    v_previous  text;
 BEGIN
     PERFORM memgov.lock_deploys();
     IF NOT EXISTS (SELECT FROM memgov.policy_versions
@@ -291,10 +293,16 @@ BEGIN
             USING ERRCODE = 'MG404',
                   HINT = 'list the deployed versions: SELECT org_id, version FROM memgov.policy_versions';
     END IF;
+    SELECT version INTO v_previous FROM memgov.policy_versions WHERE org_id = p_org_id AND active;
     UPDATE memgov.policy_versions SET active = false
      WHERE org_id = p_org_id AND active AND version <> p_version;
     UPDATE memgov.policy_versions SET active = true
      WHERE org_id = p_org_id AND version = p_version AND NOT active;
+    -- the history memgov.undeploy_policy reads: only a change of the active version
+    IF v_previous IS DISTINCT FROM p_version THEN
+        INSERT INTO memgov.policy_activations (org_id, version, previous_version)
+        VALUES (p_org_id, p_version, v_previous);
+    END IF;
     PERFORM memgov.rebuild_dispatch();
     RETURN p_version;
 END
@@ -422,6 +430,61 @@ BEGIN
 END
 $$;
 
+-- Undoes the latest activation of a version (what a policy revision's downgrade runs):
+-- re-activates the version that was active right before it, or leaves the scope with no
+-- active policy (every write is then denied: memgov.no_policy_decision). When p_version is
+-- not the active version of the scope, nothing changes (a NOTICE says so). Returns the
+-- version active afterwards (NULL: none). The undone version stays deployed.
+CREATE FUNCTION memgov.undeploy_policy(p_org_id text, p_version text)
+RETURNS text
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_scope       text := CASE WHEN p_org_id = '*' THEN 'the global policy' ELSE 'tenant ' || p_org_id END;
+    v_active      text;
+    v_activation  memgov.policy_activations;
+    v_target      text;
+BEGIN
+    PERFORM memgov.lock_deploys();
+    IF p_org_id IS DISTINCT FROM '*' THEN
+        PERFORM memgov.check_tenant_id(p_org_id);
+    END IF;
+    IF p_version IS NULL OR p_version = '' THEN
+        RAISE EXCEPTION 'undeploy_policy needs the version to undeploy' USING ERRCODE = '22023';
+    END IF;
+    SELECT version INTO v_active FROM memgov.policy_versions WHERE org_id = p_org_id AND active;
+    IF v_active IS DISTINCT FROM p_version THEN
+        RAISE NOTICE 'policy version % is not the active one of % (active: %): nothing to undeploy',
+                     p_version, v_scope, coalesce(v_active, 'none');
+        RETURN v_active;
+    END IF;
+
+    -- the latest activation of this version that nothing has undone yet (an undo row is
+    -- itself never undone: undeploying twice walks back two activations)
+    SELECT a.* INTO v_activation FROM memgov.policy_activations a
+     WHERE a.org_id = p_org_id AND a.version = p_version AND a.undoes IS NULL
+       AND NOT EXISTS (SELECT FROM memgov.policy_activations u
+                        WHERE u.org_id = a.org_id AND u.undoes = a.activation_id)
+     ORDER BY a.activation_id DESC
+     LIMIT 1;
+    v_target := v_activation.previous_version;
+    IF v_target IS NOT NULL AND NOT EXISTS (SELECT FROM memgov.policy_versions
+                                             WHERE org_id = p_org_id AND version = v_target) THEN
+        RAISE NOTICE 'policy version % of % is no longer deployed: no policy is active now', v_target, v_scope;
+        v_target := NULL;
+    END IF;
+
+    UPDATE memgov.policy_versions SET active = false WHERE org_id = p_org_id AND active;
+    UPDATE memgov.policy_versions SET active = true WHERE org_id = p_org_id AND version = v_target;
+    INSERT INTO memgov.policy_activations (org_id, version, previous_version, undoes)
+    VALUES (p_org_id, v_target, p_version, v_activation.activation_id);
+    PERFORM memgov.rebuild_dispatch();
+    RETURN v_target;
+END
+$$;
+
 -- The item of a dry run, from JSON, in a tenant the caller may act in (42501 otherwise).
 CREATE FUNCTION memgov.dry_run_item(p_item jsonb)
 RETURNS memgov.long_term_memory_items
@@ -475,7 +538,8 @@ $$;
 GRANT EXECUTE ON FUNCTION
     memgov.activate_policy(text, text),
     memgov.install_policy(text, text, text, text, text, text, text, text, text, jsonb, jsonb),
-    memgov.rollback_policy(text, text)
+    memgov.rollback_policy(text, text),
+    memgov.undeploy_policy(text, text)
     TO memgov_admin;
 GRANT EXECUTE ON FUNCTION memgov.evaluate(jsonb, text), memgov.explain(jsonb, text)
     TO memgov_writer, memgov_reviewer, memgov_admin;

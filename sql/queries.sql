@@ -31,11 +31,13 @@ CREATE EXTENSION IF NOT EXISTS pg_cron;
 SELECT EXISTS (SELECT FROM pg_catalog.pg_database WHERE datname = %(name)s) AS exists;
 
 -- name: version_table_exists
-SELECT to_regclass('public.memgov_alembic_version') IS NOT NULL AS exists;
+-- Whether an Alembic version table exists (memgov's own or a host's), by qualified name.
+SELECT to_regclass(%(table)s) IS NOT NULL AS exists;
 
 -- name: current_revision
--- The Alembic revision of the memgov schema.
-SELECT version_num FROM public.memgov_alembic_version;
+-- Every revision a version table records. memgov's own table holds only memgov's; a
+-- host's also holds the host's own (memgov_pg.migrate.locate tells them apart).
+SELECT version_num FROM {table} ORDER BY version_num;
 
 -- name: check_regex
 -- Whether PostgreSQL can compile a policy's regex (raises 2201B when not).
@@ -43,6 +45,14 @@ SELECT '' ~ %(pattern)s;
 
 -- name: rollback_policy
 SELECT memgov.rollback_policy(%(org_id)s, %(to)s);
+
+-- name: undeploy_policy
+-- Undo the latest activation of a version (a policy revision's downgrade).
+SELECT memgov.undeploy_policy(%(org_id)s, %(version)s);
+
+-- name: memgov_policy_engine_installed
+-- Whether this database has memgov's deploy functions (a policy revision runs after them).
+SELECT to_regprocedure('memgov.undeploy_policy(text, text)') IS NOT NULL AS installed;
 
 -- name: evaluate
 SELECT memgov.evaluate(%(item)s, %(operation)s);
@@ -53,6 +63,10 @@ SELECT memgov.explain(%(item)s, %(operation)s);
 -- name: set_tenant
 -- MemoryPolicyEngine: the tenant of this transaction (row level security reads it).
 SELECT set_config('memgov.org_id', %(org_id)s, true);
+
+-- name: set_tenant_session
+-- memgov_pg.sqlalchemy.install(engine, org_id): the tenant of every transaction of a new connection.
+SELECT set_config('memgov.org_id', %(org_id)s, false);
 
 -- name: remember
 SELECT memgov.remember(%(item)s);
@@ -111,6 +125,10 @@ SELECT fact_text, category, confidence, status, retention_policy
   FROM memgov.long_term_memory_items
  WHERE org_id = %(org_id)s
  ORDER BY created_at, fact_text;
+
+-- name: memgov_schema_exists
+-- Whether schema memgov exists at all (a migration must never try to create it again).
+SELECT to_regnamespace('memgov') IS NOT NULL AS exists;
 
 -- name: memgov_schema_installed
 -- Whether this database has the memgov engine (the retention procedure in particular).

@@ -218,6 +218,19 @@ def drop_logins(su: psycopg.Connection[Any], logins: Logins) -> None:
         su.execute(sql.SQL("DROP ROLE {}").format(role))
 
 
+#: A pytest fixture (registered by tests/conftest.py): real login roles for a test module.
+@pytest.fixture(scope="module")
+def logins(memgov_dsn: str) -> Iterator[Logins]:
+    """The login roles of this module, created in the cluster and dropped at the end."""
+    with psycopg.connect(memgov_dsn, autocommit=True) as su:
+        made = create_logins(su)
+    try:
+        yield made
+    finally:
+        with psycopg.connect(memgov_dsn, autocommit=True) as su:
+            drop_logins(su, made)
+
+
 def login_dsn(dsn: str, role: str) -> str:
     return conninfo.make_conninfo(dsn, user=role)
 

@@ -15,10 +15,10 @@ import psycopg
 from ..db import first_line
 from ..errors import MemgovError
 from ..policy import PolicyValidationError
-from . import admin, policies, retention, server
+from . import admin, policies, retention, revision, server
 from .base import cli
 
-__all__ = ["admin", "cli", "main", "policies", "retention", "server"]
+__all__ = ["admin", "cli", "main", "policies", "retention", "revision", "server"]
 
 
 def sql_error_line(exc: psycopg.Error) -> str:

@@ -7,7 +7,7 @@ from typing import Any
 import click
 
 from ..db import resolve_dsn
-from .base import cli, dsn_option, emit, json_option
+from .base import F, cli, dsn_option, emit, json_option
 
 
 @cli.command()
@@ -33,20 +33,40 @@ def down() -> None:
         click.echo("not running")
 
 
+def version_table_option(func: F) -> F:
+    return click.option(
+        "--version-table",
+        metavar="[SCHEMA.]TABLE",
+        help="Where memgov's revision is recorded: memgov's own public.memgov_alembic_version or a host "
+        "project's Alembic table; default: look in both that and public.alembic_version.",
+    )(func)
+
+
 @cli.command()
 @dsn_option
 @click.option("--revision", default="head", show_default=True, help="Alembic revision to upgrade to.")
+@version_table_option
 @json_option
-def migrate(dsn: str | None, revision: str, as_json: bool) -> None:
-    """Upgrade the memgov schema to head (Alembic)."""
-    from ..migrate import upgrade
+def migrate(dsn: str | None, revision: str, version_table: str | None, as_json: bool) -> None:
+    """Upgrade the memgov schema to head (Alembic).
 
-    target = resolve_dsn(dsn)
-    before, after = upgrade(target, revision)
-    data = {"from": before, "to": after}
+    memgov records its revision in its own table. When a host project's Alembic
+    history records it instead (memgov's branch in the host's version_locations),
+    the host owns it: this command then changes nothing and says so, and fails
+    with one line if memgov is behind (run `alembic upgrade memgov@head` there).
+    """
+    from ..migrate import migrate as run_migrate
+
+    done = run_migrate(resolve_dsn(dsn), revision, version_table)
+    data = {"from": done.before, "to": done.after, "version_table": done.version_table, "host_owned": done.host_owned}
 
     def text(d: dict[str, Any]) -> None:
-        if d["from"] == d["to"]:
+        if d["host_owned"]:
+            click.echo(
+                f"memgov schema already at {d['to']}, recorded in {d['version_table']}: the host's Alembic "
+                "history owns it (upgrade it there: alembic upgrade memgov@head)"
+            )
+        elif d["from"] == d["to"]:
             click.echo(f"memgov schema already at {d['to']}")
         else:
             click.echo(f"memgov schema upgraded from {d['from'] or 'nothing'} to {d['to']}")
@@ -56,21 +76,35 @@ def migrate(dsn: str | None, revision: str, as_json: bool) -> None:
 
 @cli.command()
 @dsn_option
+@version_table_option
 @json_option
-def status(dsn: str | None, as_json: bool) -> None:
+def status(dsn: str | None, version_table: str | None, as_json: bool) -> None:
     """Live policies, approvals, quarantine, the last sweep, decisions (24 h), the pg_cron job, the schema."""
     from ..retention import status as read_status
 
-    data = read_status(resolve_dsn(dsn))
+    data = read_status(resolve_dsn(dsn), version_table)
     emit(data, as_json, _print_status)
 
 
 def _print_status(d: dict[str, Any]) -> None:
     line = lambda key, value: click.echo(f"{key:18} {value}")  # noqa: E731
     line("database", f"{d['database']} (PostgreSQL {d['server_version']}, user {d['user']})")
-    revision = d["schema_revision"] or "none: run `memgov migrate`"
+    revision = d["schema_revision"] or (
+        "unknown" if d["implied_by"] else
+        "none recorded, but schema memgov exists (a host's Alembic table? pass --version-table)"
+        if d["schema_exists"] else "none: run `memgov migrate`"
+    )  # fmt: skip
     behind = "" if d["schema_revision"] in (None, d["head_revision"]) else f" (head is {d['head_revision']})"
-    line("schema revision", f"{revision}{behind}")
+    where = ""
+    if d["version_table"] is not None:
+        own = d["version_table"] == "public.memgov_alembic_version"
+        owner = "memgov's own" if own else "the host's Alembic history"
+        implied = f", implied by {', '.join(d['implied_by'])} (depends_on)" if d["implied_by"] else ""
+        where = f", in {d['version_table']} ({owner}{implied})"
+    line("schema revision", f"{revision}{behind}{where}")
+    if len(d["revision_records"]) > 1:
+        twice = ", ".join(f"{r['revision']} in {r['table']}" for r in d["revision_records"])
+        line("  conflict", f"recorded twice: {twice}")
     if d["policies"] is not None:
         policies = d["policies"]
         if isinstance(policies, dict):

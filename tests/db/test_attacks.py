@@ -43,10 +43,8 @@ from tests.attack_helpers import (
     as_json,
     assert_same,
     connect_login,
-    create_logins,
     deploy_policies,
     deploy_policy,
-    drop_logins,
     insert,
     item,
     login_dsn,
@@ -70,18 +68,6 @@ Login = Callable[..., psycopg.Connection[Any]]
 
 
 # -- fixtures --------------------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def logins(memgov_dsn: str) -> Iterator[Logins]:
-    """The login roles of this module, created in the cluster and dropped at the end."""
-    with psycopg.connect(memgov_dsn, autocommit=True) as su:
-        made = create_logins(su)
-    try:
-        yield made
-    finally:
-        with psycopg.connect(memgov_dsn, autocommit=True) as su:
-            drop_logins(su, made)
 
 
 @pytest.fixture
@@ -1320,6 +1306,7 @@ INTERNAL_CALLS = {
     " '', '', '', '', '{}', '[]')",
     "activate_policy": "SELECT memgov.activate_policy('*', '1.0.0')",
     "rollback_policy": "SELECT memgov.rollback_policy('*')",
+    "undeploy_policy": "SELECT memgov.undeploy_policy('*', '1.0.0')",
     "run_maintenance": "CALL memgov.run_maintenance()",
     "grant_tenant": "SELECT memgov.grant_tenant(current_user, 'globex')",
     "check_tenant": "SELECT memgov.check_tenant('globex')",

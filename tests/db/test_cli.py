@@ -17,7 +17,12 @@ from tests.cli_helpers import assert_one_line_error, run_memgov
 def test_migrate_with_dsn(empty_dsn):
     result = run_memgov("migrate", "--dsn", empty_dsn, "--json")
     assert result.returncode == 0, result.stderr
-    assert json.loads(result.stdout) == {"from": None, "to": head_revision()}
+    assert json.loads(result.stdout) == {
+        "from": None,
+        "to": head_revision(),
+        "version_table": "public.memgov_alembic_version",
+        "host_owned": False,
+    }
     again = run_memgov("migrate", "--dsn", empty_dsn)
     assert again.returncode == 0
     assert "already at" in again.stdout
