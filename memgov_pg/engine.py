@@ -20,38 +20,12 @@ from uuid import UUID
 import psycopg
 from psycopg.types.json import Jsonb
 
-from .errors import MemgovError
+from .errors import PolicyDeniedError, QuarantinedError
 from .resources import query
 from .tenants import check_tenant_id
 
 Item = Mapping[str, Any]
 Decision = dict[str, Any]
-
-
-class PolicyDeniedError(MemgovError):
-    """The active policy refused a write (SQLSTATE MG403)."""
-
-    def __init__(self, decision: Decision) -> None:
-        self.decision = decision
-        self.rule_ids: list[str] = list(decision.get("matched_rule_ids") or [])
-        self.reason_codes: list[str] = list(decision.get("reason_codes") or [])
-        rules = ", ".join(self.rule_ids) or "on_policy_miss"
-        super().__init__(f"denied by rule {rules} [{', '.join(self.reason_codes)}]")
-
-    @property
-    def rule_id(self) -> str | None:
-        return self.rule_ids[0] if self.rule_ids else None
-
-
-class QuarantinedError(MemgovError):
-    """The active policy diverted a write to memgov.quarantine (SQLSTATE MG202)."""
-
-    def __init__(self, decision: Decision) -> None:
-        self.decision = decision
-        self.quarantine_id: str | None = decision.get("quarantine_id")
-        self.rule_ids: list[str] = list(decision.get("matched_rule_ids") or [])
-        self.reason_codes: list[str] = list(decision.get("reason_codes") or [])
-        super().__init__(f"quarantined ({self.quarantine_id}) by rule {', '.join(self.rule_ids) or 'on_policy_miss'}")
 
 
 def _raise_for(decision: Decision) -> Decision:

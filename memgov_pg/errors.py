@@ -1,7 +1,18 @@
 """Exceptions. ``MemgovError`` and its subclasses are user-facing: the CLI
-prints their message as one line and exits non-zero."""
+prints their message as one line and exits non-zero.
+
+The engine's refusals and conflicts (docs/reference.md, SQLSTATEs) have their
+own classes, each with the ``sqlstate`` it stands for; :func:`from_dbapi_error`
+turns a psycopg error, or a SQLAlchemy ``DBAPIError`` / ``StatementError``
+wrapping one, into them.
+"""
 
 from __future__ import annotations
+
+import json
+from typing import Any, ClassVar
+
+Decision = dict[str, Any]
 
 
 class MemgovError(Exception):
@@ -16,3 +27,157 @@ class ConnectionFailed(MemgovError):
 
 class ClusterError(MemgovError):
     """The embedded or test PostgreSQL cluster could not be set up, started or stopped."""
+
+
+class EngineError(MemgovError):
+    """A refusal or conflict raised by the SQL engine; ``sqlstate`` says which."""
+
+    sqlstate: ClassVar[str] = ""
+
+    def __init__(self, message: str, *, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.hint = hint
+
+
+class PolicyDeniedError(EngineError):
+    """The active policy refused a write (SQLSTATE MG403).
+
+    ``decision`` is the decision as JSON (the error's DETAIL), ``rule_ids`` its
+    ``matched_rule_ids`` and ``reason_codes`` its reason codes; a denial without
+    a decision (a TRUNCATE) has an empty one.
+    """
+
+    sqlstate = "MG403"
+
+    def __init__(self, decision: Decision, message: str | None = None, *, hint: str | None = None) -> None:
+        self.decision = decision
+        self.rule_ids: list[str] = list(decision.get("matched_rule_ids") or [])
+        self.reason_codes: list[str] = list(decision.get("reason_codes") or [])
+        if message is None:
+            rules = ", ".join(self.rule_ids) or "on_policy_miss"
+            message = f"denied by rule {rules} [{', '.join(self.reason_codes)}]"
+        super().__init__(message, hint=hint)
+
+    @property
+    def rule_id(self) -> str | None:
+        return self.rule_ids[0] if self.rule_ids else None
+
+
+class QuarantinedError(EngineError):
+    """The active policy diverted a write to memgov.quarantine (SQLSTATE MG202)."""
+
+    sqlstate = "MG202"
+
+    def __init__(self, decision: Decision) -> None:
+        self.decision = decision
+        self.quarantine_id: str | None = decision.get("quarantine_id")
+        self.rule_ids: list[str] = list(decision.get("matched_rule_ids") or [])
+        self.reason_codes: list[str] = list(decision.get("reason_codes") or [])
+        super().__init__(f"quarantined ({self.quarantine_id}) by rule {', '.join(self.rule_ids) or 'on_policy_miss'}")
+
+
+class HeldForApprovalError(EngineError):
+    """A write waits for a reviewer (SQLSTATE MG201, a notice: the engine never raises it).
+    ``memgov_pg.sqlalchemy.Decision.raise_for(held=True)`` raises it for callers that
+    want a held write to be an exception."""
+
+    sqlstate = "MG201"
+
+    def __init__(self, decision: Decision) -> None:
+        self.decision = decision
+        self.request_id: str | None = decision.get("request_id")
+        self.rule_ids: list[str] = list(decision.get("matched_rule_ids") or [])
+        self.reason_codes: list[str] = list(decision.get("reason_codes") or [])
+        super().__init__(f"held for approval (request {self.request_id})")
+
+
+class NotFoundError(EngineError):
+    """No such memory, request or quarantine entry in the caller's tenant (SQLSTATE MG404)."""
+
+    sqlstate = "MG404"
+
+
+class ConflictError(EngineError):
+    """A conflict with the current state: a pending memory, a decided request ... (SQLSTATE MG409)."""
+
+    sqlstate = "MG409"
+
+
+class NotPermittedError(EngineError):
+    """Another tenant's row, an engine column, one's own request, a function not granted (SQLSTATE 42501)."""
+
+    sqlstate = "42501"
+
+
+_BY_SQLSTATE: dict[str, type[EngineError]] = {
+    cls.sqlstate: cls for cls in (NotFoundError, ConflictError, NotPermittedError)
+}
+
+
+def _dbapi_error(exc: BaseException) -> Any:
+    """The psycopg error behind ``exc`` (itself, or what a SQLAlchemy exception wraps), else None."""
+    import psycopg
+
+    seen: set[int] = set()
+    current: Any = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, psycopg.Error):
+            return current
+        # sqlalchemy.exc.DBAPIError / StatementError keep the driver's error in .orig
+        current = getattr(current, "orig", None) or current.__cause__
+    return None
+
+
+def _decision(detail: str | None) -> Decision:
+    if not detail:
+        return {}
+    try:
+        value = json.loads(detail)
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def from_dbapi_error(exc: BaseException) -> EngineError | None:
+    """The memgov exception for a database error carrying MG403, MG404, MG409 or 42501.
+
+    ``exc`` is a psycopg error, or a SQLAlchemy exception wrapping one (``DBAPIError``,
+    ``StatementError``, an ORM flush's error). Anything else, or another SQLSTATE,
+    returns None::
+
+        try:
+            session.commit()
+        except sqlalchemy.exc.DBAPIError as exc:
+            raise from_dbapi_error(exc) or exc
+    """
+    error = _dbapi_error(exc)
+    if error is None or error.sqlstate is None:
+        return None
+    diag = error.diag
+    message = (diag.message_primary or str(error)).removeprefix("memgov: ")
+    hint = diag.message_hint
+    result: EngineError
+    if error.sqlstate == PolicyDeniedError.sqlstate:
+        result = PolicyDeniedError(_decision(diag.message_detail), message, hint=hint)
+    elif error.sqlstate in _BY_SQLSTATE:
+        result = _BY_SQLSTATE[error.sqlstate](message, hint=hint)
+    else:
+        return None
+    result.__cause__ = error
+    return result
+
+
+__all__ = [
+    "ClusterError",
+    "ConflictError",
+    "ConnectionFailed",
+    "EngineError",
+    "HeldForApprovalError",
+    "MemgovError",
+    "NotFoundError",
+    "NotPermittedError",
+    "PolicyDeniedError",
+    "QuarantinedError",
+    "from_dbapi_error",
+]
