@@ -2,13 +2,28 @@
 
 from __future__ import annotations
 
+import logging
 import os
+from pathlib import Path
 from typing import Any
 
 import psycopg
 from psycopg import conninfo
 
 from .errors import ConnectionFailed
+
+log = logging.getLogger("memgov_pg")
+
+#: libpq's own variables that name a server; any of them set means "let libpq resolve it".
+LIBPQ_VARIABLES = ("PGHOST", "PGHOSTADDR", "PGPORT", "PGDATABASE", "PGUSER", "PGSERVICE")
+
+
+def libpq_configured() -> bool:
+    """Whether libpq's environment (PG* variables, a connection service file) names a server."""
+    if any(os.environ.get(name) for name in LIBPQ_VARIABLES):
+        return True
+    service_file = os.environ.get("PGSERVICEFILE")
+    return service_file is not None and service_file != "" and Path(service_file).is_file()
 
 
 def describe(dsn: str) -> str:
@@ -18,9 +33,13 @@ def describe(dsn: str) -> str:
     except psycopg.Error:
         return "an invalid DSN"
     params.pop("password", None)
-    host = params.get("host") or "localhost"
-    port = params.get("port") or "5432"
-    dbname = params.get("dbname") or params.get("user") or ""
+    env = os.environ
+    service = params.get("service") or env.get("PGSERVICE")
+    host = params.get("host") or env.get("PGHOST") or "localhost"
+    port = params.get("port") or env.get("PGPORT") or "5432"
+    dbname = params.get("dbname") or env.get("PGDATABASE") or params.get("user") or env.get("PGUSER") or ""
+    if service and not (params.get("host") or env.get("PGHOST")):
+        return f"service {service}" + (f" ({dbname})" if params.get("dbname") else "")
     return f"{host}:{port}/{dbname}"
 
 
@@ -35,18 +54,31 @@ def first_line(exc: BaseException) -> str:
 
 
 def resolve_dsn(explicit: str | None = None) -> str:
-    """``--dsn``, else ``MEMGOV_DSN``, else the embedded cluster of ``memgov up``."""
+    """``--dsn``, else ``MEMGOV_DSN``, else libpq's own environment, else the embedded cluster.
+
+    libpq's own: any of ``PGHOST``, ``PGHOSTADDR``, ``PGPORT``, ``PGDATABASE``,
+    ``PGUSER``, ``PGSERVICE`` set, or ``PGSERVICEFILE`` naming an existing file.
+    The DSN is then empty and libpq resolves it (variables, service file,
+    ``~/.pgpass``) as psql would.
+    """
     if explicit:
+        log.debug("database from --dsn")
         return explicit
     if env := os.environ.get("MEMGOV_DSN"):
+        log.debug("database from MEMGOV_DSN")
         return env
+    if libpq_configured():
+        log.debug("database from libpq's environment (PG* variables or a service file)")
+        return ""
     from .cluster import EmbeddedCluster
 
     embedded = EmbeddedCluster()
     if dsn := embedded.dsn():
+        log.debug("database: the embedded cluster")
         return dsn
     raise ConnectionFailed(
-        "no database given: pass --dsn, set MEMGOV_DSN, or start the embedded cluster with `memgov up`"
+        "no database given: pass --dsn, set MEMGOV_DSN or libpq's PGHOST/PGDATABASE/PGSERVICE, "
+        "or start the embedded cluster with `memgov up`"
     )
 
 
@@ -57,6 +89,10 @@ def connect(dsn: str, **kwargs: Any) -> psycopg.Connection[Any]:
     except psycopg.Error as exc:
         raise ConnectionFailed(f"invalid DSN: {first_line(exc)}") from None
     try:
-        return psycopg.connect(dsn, connect_timeout=10, **kwargs)
+        conn = psycopg.connect(dsn, connect_timeout=10, **kwargs)
     except psycopg.Error as exc:
         raise ConnectionFailed(f"cannot connect to {describe(dsn)}: {first_line(exc)}") from None
+    if log.isEnabledFor(logging.INFO):
+        info = conn.info
+        log.info("connected to %s:%s/%s as %s", info.host, info.port, info.dbname, info.user)
+    return conn

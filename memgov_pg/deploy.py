@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -17,8 +18,10 @@ from .compiler import CompiledPolicy, compile_policy
 from .db import connect, first_line, resolve_dsn
 from .errors import MemgovError
 from .policy import Policy, PolicyError, RegexChecker, load_policy
-from .resources import query
+from .resources import query, shipped_policy, shipped_policy_names
 from .tenants import GLOBAL, check_tenant_id
+
+log = logging.getLogger("memgov_pg")
 
 
 def scope_of(tenant: str | None) -> str:
@@ -41,8 +44,16 @@ def pg_regex_checker(conn: psycopg.Connection[Any]) -> RegexChecker:
 
 
 def read_policy(path: str | Path) -> bytes:
+    """A policy file's bytes; a name such as ``default`` or ``examples/memproof`` that is
+    not a file names a policy shipped with memgov-pg."""
     try:
         return Path(path).read_bytes()
+    except FileNotFoundError:
+        shipped = shipped_policy(str(path))
+        if shipped is None:
+            names = ", ".join(shipped_policy_names()) or "none"
+            raise MemgovError(f"cannot read policy {path}: no such file, nor a shipped policy ({names})") from None
+        return shipped.read_bytes()
     except OSError as exc:
         raise MemgovError(f"cannot read policy {path}: {exc.strerror or exc}") from None
 
@@ -135,6 +146,7 @@ def deploy(dsn: str, path: str | Path, tenant: str | None = None) -> Deployed:
         compiled = compile_policy(policy, org_id)
         conn.execute(compiled.install_sql())
         conn.commit()
+    log.info("deployed policy %s for %s (%s)", policy.version, org_id, compiled.function_name)
     return deployed(policy, compiled)
 
 
@@ -154,6 +166,7 @@ def rollback(dsn: str, tenant: str | None = None, to: str | None = None) -> str:
         row = conn.execute(query("rollback_policy"), {"org_id": org_id, "to": to}).fetchone()
         conn.commit()
     assert row is not None
+    log.info("rolled back %s to policy %s", org_id, row[0])
     return str(row[0])
 
 

@@ -1,220 +1,327 @@
 """``MemoryPolicyEngine``: the Python face of the SQL engine.
 
-Every method is one call of a ``memgov.*`` SQL function in its own
-transaction, with ``memgov.org_id`` set for that transaction. No rule is
+Every method is one call of a ``memgov.*`` SQL function on a connection taken from a
+``psycopg_pool`` pool, in its own transaction, with ``memgov.org_id`` set for that
+transaction (``set_config(..., true)``). The connection goes back to the pool clean,
+after an error too, so one engine serves concurrent tasks and threads. No rule is
 evaluated here: the database decides, this module only carries the answer.
 
-    async with await MemoryPolicyEngine.connect(dsn, org_id="acme") as engine:
-        decision = await engine.remember({...})
+    async with await MemoryPolicyEngine.connect(dsn, org_id="acme", max_size=8) as engine:
+        decision = await engine.remember({...})          # a Decision
+        await engine.for_tenant("globex").evaluate({...})  # same pool, another tenant
 
-``SyncMemoryPolicyEngine`` is the same over a synchronous connection.
+``SyncMemoryPolicyEngine`` is the same over a ``ConnectionPool``.
 """
 
 from __future__ import annotations
 
-import json
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Iterator, Mapping
+from contextlib import asynccontextmanager, contextmanager
 from typing import Any, Self
 from uuid import UUID
 
 import psycopg
 from psycopg.types.json import Jsonb
+from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
-from .errors import PolicyDeniedError, QuarantinedError
+from .decisions import Decision, FeedbackResult, QuarantineResult, ReviewResult
+from .errors import (
+    ConnectionFailed,
+    HeldForApprovalError,
+    PolicyDeniedError,
+    QuarantinedError,
+    TenantRequiredError,
+    from_dbapi_error,
+)
 from .resources import query
 from .tenants import check_tenant_id
 
+#: a memory item as the SQL functions take it (the JSON of docs/reference.md)
 Item = Mapping[str, Any]
-Decision = dict[str, Any]
 
 
-def _raise_for(decision: Decision) -> Decision:
-    """Turn a refused write into its exception; pass any other decision through."""
-    if decision.get("action") == "deny" and decision.get("enforced", True):
-        raise PolicyDeniedError(decision)
-    if decision.get("action") == "quarantine" and decision.get("enforced", True):
-        raise QuarantinedError(decision)
-    return decision
+def _tenant(org_id: str | None) -> str:
+    if org_id is None:
+        raise TenantRequiredError("no tenant: give org_id= to the engine or call engine.for_tenant(org_id)")
+    return org_id
 
 
 def _translate(exc: psycopg.Error) -> Exception:
-    """MG403 from the trigger (an UPDATE or DELETE the policy denies) becomes PolicyDeniedError."""
-    if exc.sqlstate == "MG403" and exc.diag.message_detail:
-        try:
-            return PolicyDeniedError(json.loads(exc.diag.message_detail))
-        except ValueError:
-            pass
-    return exc
+    """A memgov exception for MG403 / MG404 / MG409 / 42501, else the psycopg error itself."""
+    return from_dbapi_error(exc) or exc
 
 
-class _Calls:
-    """The statements behind each method: (query name, parameters, result handling)."""
+def _mapping(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
 
-    @staticmethod
-    def evaluate(item: Item, operation: str) -> tuple[str, dict[str, Any]]:
-        return query("evaluate"), {"item": Jsonb(dict(item)), "operation": operation}
 
-    @staticmethod
-    def remember(item: Item) -> tuple[str, dict[str, Any]]:
-        return query("remember"), {"item": Jsonb(dict(item))}
-
-    @staticmethod
-    def by_id(name: str, key: str, value: UUID | str, **extra: Any) -> tuple[str, dict[str, Any]]:
-        return query(name), {key: str(value), **extra}
+def _id(value: UUID | str) -> str:
+    return str(value)
 
 
 class MemoryPolicyEngine:
-    """Async engine over a psycopg ``AsyncConnection`` (one call at a time)."""
+    """Async engine over a ``psycopg_pool.AsyncConnectionPool``: safe for concurrent calls.
 
-    def __init__(self, conn: psycopg.AsyncConnection[Any], *, org_id: str | None = None) -> None:
-        self.conn = conn
+    Build it with :meth:`connect` (the engine owns and closes its pool) or :meth:`from_pool`
+    (the caller's pool, left open by :meth:`close`).
+    """
+
+    def __init__(self, pool: AsyncConnectionPool[Any], *, org_id: str | None = None, owns_pool: bool = False) -> None:
+        """An engine over ``pool`` acting in tenant ``org_id``; ``owns_pool``: :meth:`close` closes it."""
+        self.pool = pool
         self.org_id = None if org_id is None else check_tenant_id(org_id)
+        self._owns_pool = owns_pool
 
     @classmethod
-    async def connect(cls, conninfo: str, *, org_id: str | None = None, **kwargs: Any) -> Self:
+    def from_pool(cls, pool: AsyncConnectionPool[Any], *, org_id: str | None = None) -> Self:
+        """An engine over an existing (open) pool; the pool stays the caller's."""
+        return cls(pool, org_id=org_id)
+
+    @classmethod
+    async def connect(
+        cls, conninfo: str, *, org_id: str | None = None, min_size: int = 1, max_size: int = 4, **kwargs: Any
+    ) -> Self:
+        """Open a pool of ``min_size``..``max_size`` connections to ``conninfo`` and an engine over it.
+
+        ``kwargs`` are connection parameters (``AsyncConnection.connect``). Raises
+        ConnectionFailed when the first connection cannot be made.
+        """
         from .db import describe, first_line
-        from .errors import ConnectionFailed
 
         if org_id is not None:
             check_tenant_id(org_id)  # before a connection is opened
         try:
-            conn = await psycopg.AsyncConnection.connect(conninfo, **kwargs)
+            probe = await psycopg.AsyncConnection.connect(conninfo, **kwargs)
         except psycopg.Error as exc:
             raise ConnectionFailed(f"cannot connect to {describe(conninfo)}: {first_line(exc)}") from None
-        return cls(conn, org_id=org_id)
+        await probe.close()
+        pool: AsyncConnectionPool[Any] = AsyncConnectionPool(
+            conninfo, min_size=min_size, max_size=max_size, kwargs=kwargs or None, open=False
+        )
+        await pool.open(wait=True)
+        return cls(pool, org_id=org_id, owns_pool=True)
+
+    def for_tenant(self, org_id: str) -> MemoryPolicyEngine:
+        """A light view of this engine acting in tenant ``org_id``, sharing its pool."""
+        return MemoryPolicyEngine(self.pool, org_id=org_id)
 
     async def close(self) -> None:
-        await self.conn.close()
+        """Close the pool if this engine opened it (:meth:`connect`); a shared pool stays open."""
+        if self._owns_pool:
+            await self.pool.close()
 
     async def __aenter__(self) -> Self:
+        """The engine itself; leaving the block calls :meth:`close`."""
         return self
 
     async def __aexit__(self, *exc: object) -> None:
+        """Close the engine (:meth:`close`)."""
         await self.close()
 
-    async def _one(self, statement: str, params: dict[str, Any]) -> Any:
-        try:
-            async with self.conn.transaction():
-                if self.org_id is not None:
-                    await self.conn.execute(query("set_tenant"), {"org_id": self.org_id})
-                cur = await self.conn.execute(statement, params)
-                row = await cur.fetchone()
-        except psycopg.Error as exc:
-            raise _translate(exc) from None
+    @asynccontextmanager
+    async def _transaction(self) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
+        org_id = _tenant(self.org_id)
+        async with self.pool.connection() as conn:
+            try:
+                async with conn.transaction():
+                    await conn.execute(query("set_tenant"), {"org_id": org_id})
+                    yield conn
+            except psycopg.Error as exc:
+                raise _translate(exc) from None
+
+    async def _one(self, name: str, params: dict[str, Any]) -> Any:
+        async with self._transaction() as conn:
+            cur = await conn.execute(query(name), params)
+            row = await cur.fetchone()
         return row[0] if row else None
 
     # -- decisions without writing -----------------------------------------------
     async def evaluate(self, item: Item, operation: str = "remember") -> Decision:
         """The decision the active policy takes on ``item`` (a dry run)."""
-        return dict(await self._one(*_Calls.evaluate(item, operation)))
+        return Decision.from_json(
+            _mapping(await self._one("evaluate", {"item": Jsonb(dict(item)), "operation": operation}))
+        )
 
     async def should_store_in_long_term(self, item: Item) -> bool:
         """True when the policy would store ``item`` right away."""
-        return (await self.evaluate(item))["action"] == "allow"
+        return (await self.evaluate(item)).action == "allow"
 
     async def requires_user_confirmation(self, item: Item) -> bool:
         """True when the policy would hold ``item`` for the user's approval."""
-        return (await self.evaluate(item))["action"] == "require_approval"
+        return (await self.evaluate(item)).action == "require_approval"
 
     # -- writes --------------------------------------------------------------------
-    async def remember(self, item: Item) -> Decision:
-        """Store ``item`` as the policy decides; raises PolicyDeniedError / QuarantinedError."""
-        return _raise_for(dict(await self._one(*_Calls.remember(item))))
+    async def remember(self, item: Item, *, raise_on_hold: bool = False) -> Decision:
+        """Store ``item`` as the policy decides; raises PolicyDeniedError / QuarantinedError,
+        and HeldForApprovalError for a held write when ``raise_on_hold``."""
+        decision = Decision.from_json(_mapping(await self._one("remember", {"item": Jsonb(dict(item))})))
+        return decision.raise_for(held=raise_on_hold)
 
     async def forget(self, memory_id: UUID | str) -> Decision:
-        return _raise_for(dict(await self._one(*_Calls.by_id("forget", "memory_id", memory_id))))
+        """Delete a memory as the policy decides; raises PolicyDeniedError when it refuses."""
+        return Decision.from_json(_mapping(await self._one("forget", {"memory_id": _id(memory_id)}))).raise_for()
 
-    async def confirm(self, memory_id: UUID | str) -> Decision:
-        return dict(await self._one(*_Calls.by_id("confirm", "memory_id", memory_id)))
+    async def confirm(self, memory_id: UUID | str) -> FeedbackResult:
+        """The user confirms a memory (reviewer role): its confidence rises, a pending one is approved."""
+        return FeedbackResult.from_json(_mapping(await self._one("confirm", {"memory_id": _id(memory_id)})))
 
-    async def reject(self, memory_id: UUID | str) -> Decision:
-        return dict(await self._one(*_Calls.by_id("reject", "memory_id", memory_id)))
+    async def reject(self, memory_id: UUID | str) -> FeedbackResult:
+        """The user rejects a memory (reviewer role): its confidence falls, or it is deleted."""
+        return FeedbackResult.from_json(_mapping(await self._one("reject", {"memory_id": _id(memory_id)})))
 
-    async def edit(self, memory_id: UUID | str, new_text: str) -> Decision:
-        return _raise_for(dict(await self._one(*_Calls.by_id("edit", "memory_id", memory_id, new_text=new_text))))
+    async def edit(self, memory_id: UUID | str, new_text: str) -> FeedbackResult:
+        """The user corrects a memory's text (reviewer role); raises PolicyDeniedError when refused."""
+        result = FeedbackResult.from_json(
+            _mapping(await self._one("edit", {"memory_id": _id(memory_id), "new_text": new_text}))
+        )
+        if result.decision is not None:
+            result.decision.raise_for()
+        return result
 
-    async def approve(self, request_id: UUID | str, note: str | None = None) -> Decision:
-        return dict(await self._one(*_Calls.by_id("approve", "request_id", request_id, note=note)))
+    async def approve(self, request_id: UUID | str, note: str | None = None) -> ReviewResult:
+        """Approve a held write (reviewer role); the current policy re-decides it."""
+        return ReviewResult.from_json(
+            _mapping(await self._one("approve", {"request_id": _id(request_id), "note": note}))
+        )
 
-    async def deny(self, request_id: UUID | str, note: str | None = None) -> Decision:
-        return dict(await self._one(*_Calls.by_id("deny", "request_id", request_id, note=note)))
+    async def deny(self, request_id: UUID | str, note: str | None = None) -> ReviewResult:
+        """Deny a held write (reviewer role)."""
+        return ReviewResult.from_json(_mapping(await self._one("deny", {"request_id": _id(request_id), "note": note})))
 
-    async def apply_retention_policy(self, memory_id: UUID | str) -> Decision:
-        """Apply the retention sweep's rules to one memory now."""
-        return dict(await self._one(*_Calls.by_id("apply_retention", "memory_id", memory_id)))
+    async def apply_retention_policy(self, memory_id: UUID | str) -> dict[str, Any]:
+        """Apply the retention sweep's rules to one memory now: ``{memory_id, deleted, reason, rule_id}``."""
+        return dict(_mapping(await self._one("apply_retention", {"memory_id": _id(memory_id)})))
 
 
 class SyncMemoryPolicyEngine:
-    """The same engine over a synchronous psycopg ``Connection``."""
+    """The same engine over a ``psycopg_pool.ConnectionPool``: safe to share between threads."""
 
-    def __init__(self, conn: psycopg.Connection[Any], *, org_id: str | None = None) -> None:
-        self.conn = conn
+    def __init__(self, pool: ConnectionPool[Any], *, org_id: str | None = None, owns_pool: bool = False) -> None:
+        """An engine over ``pool`` acting in tenant ``org_id``; ``owns_pool``: :meth:`close` closes it."""
+        self.pool = pool
         self.org_id = None if org_id is None else check_tenant_id(org_id)
+        self._owns_pool = owns_pool
 
     @classmethod
-    def connect(cls, conninfo: str, *, org_id: str | None = None, **kwargs: Any) -> Self:
+    def from_pool(cls, pool: ConnectionPool[Any], *, org_id: str | None = None) -> Self:
+        """An engine over an existing (open) pool; the pool stays the caller's."""
+        return cls(pool, org_id=org_id)
+
+    @classmethod
+    def connect(
+        cls, conninfo: str, *, org_id: str | None = None, min_size: int = 1, max_size: int = 4, **kwargs: Any
+    ) -> Self:
+        """Open a pool of ``min_size``..``max_size`` connections to ``conninfo`` and an engine over it.
+
+        ``kwargs`` are connection parameters. Raises ConnectionFailed when the first
+        connection cannot be made.
+        """
         from .db import connect
 
         if org_id is not None:
             check_tenant_id(org_id)  # before a connection is opened
-        return cls(connect(conninfo, **kwargs), org_id=org_id)
+        connect(conninfo, **kwargs).close()  # a clear error for a bad DSN or login
+        pool: ConnectionPool[Any] = ConnectionPool(
+            conninfo, min_size=min_size, max_size=max_size, kwargs=kwargs or None, open=False
+        )
+        pool.open(wait=True)
+        return cls(pool, org_id=org_id, owns_pool=True)
+
+    def for_tenant(self, org_id: str) -> SyncMemoryPolicyEngine:
+        """A light view of this engine acting in tenant ``org_id``, sharing its pool."""
+        return SyncMemoryPolicyEngine(self.pool, org_id=org_id)
 
     def close(self) -> None:
-        self.conn.close()
+        """Close the pool if this engine opened it (:meth:`connect`); a shared pool stays open."""
+        if self._owns_pool:
+            self.pool.close()
 
     def __enter__(self) -> Self:
+        """The engine itself; leaving the block calls :meth:`close`."""
         return self
 
     def __exit__(self, *exc: object) -> None:
+        """Close the engine (:meth:`close`)."""
         self.close()
 
-    def _one(self, statement: str, params: dict[str, Any]) -> Any:
-        try:
-            with self.conn.transaction():
-                if self.org_id is not None:
-                    self.conn.execute(query("set_tenant"), {"org_id": self.org_id})
-                row = self.conn.execute(statement, params).fetchone()
-        except psycopg.Error as exc:
-            raise _translate(exc) from None
+    @contextmanager
+    def _transaction(self) -> Iterator[psycopg.Connection[Any]]:
+        org_id = _tenant(self.org_id)
+        with self.pool.connection() as conn:
+            try:
+                with conn.transaction():
+                    conn.execute(query("set_tenant"), {"org_id": org_id})
+                    yield conn
+            except psycopg.Error as exc:
+                raise _translate(exc) from None
+
+    def _one(self, name: str, params: dict[str, Any]) -> Any:
+        with self._transaction() as conn:
+            row = conn.execute(query(name), params).fetchone()
         return row[0] if row else None
 
     def evaluate(self, item: Item, operation: str = "remember") -> Decision:
-        return dict(self._one(*_Calls.evaluate(item, operation)))
+        """The decision the active policy takes on ``item`` (a dry run)."""
+        return Decision.from_json(_mapping(self._one("evaluate", {"item": Jsonb(dict(item)), "operation": operation})))
 
     def should_store_in_long_term(self, item: Item) -> bool:
-        return self.evaluate(item)["action"] == "allow"
+        """True when the policy would store ``item`` right away."""
+        return self.evaluate(item).action == "allow"
 
     def requires_user_confirmation(self, item: Item) -> bool:
-        return self.evaluate(item)["action"] == "require_approval"
+        """True when the policy would hold ``item`` for the user's approval."""
+        return self.evaluate(item).action == "require_approval"
 
-    def remember(self, item: Item) -> Decision:
-        return _raise_for(dict(self._one(*_Calls.remember(item))))
+    def remember(self, item: Item, *, raise_on_hold: bool = False) -> Decision:
+        """Store ``item`` as the policy decides; raises PolicyDeniedError / QuarantinedError,
+        and HeldForApprovalError for a held write when ``raise_on_hold``."""
+        decision = Decision.from_json(_mapping(self._one("remember", {"item": Jsonb(dict(item))})))
+        return decision.raise_for(held=raise_on_hold)
 
     def forget(self, memory_id: UUID | str) -> Decision:
-        return _raise_for(dict(self._one(*_Calls.by_id("forget", "memory_id", memory_id))))
+        """Delete a memory as the policy decides; raises PolicyDeniedError when it refuses."""
+        return Decision.from_json(_mapping(self._one("forget", {"memory_id": _id(memory_id)}))).raise_for()
 
-    def confirm(self, memory_id: UUID | str) -> Decision:
-        return dict(self._one(*_Calls.by_id("confirm", "memory_id", memory_id)))
+    def confirm(self, memory_id: UUID | str) -> FeedbackResult:
+        """The user confirms a memory (reviewer role): its confidence rises, a pending one is approved."""
+        return FeedbackResult.from_json(_mapping(self._one("confirm", {"memory_id": _id(memory_id)})))
 
-    def reject(self, memory_id: UUID | str) -> Decision:
-        return dict(self._one(*_Calls.by_id("reject", "memory_id", memory_id)))
+    def reject(self, memory_id: UUID | str) -> FeedbackResult:
+        """The user rejects a memory (reviewer role): its confidence falls, or it is deleted."""
+        return FeedbackResult.from_json(_mapping(self._one("reject", {"memory_id": _id(memory_id)})))
 
-    def edit(self, memory_id: UUID | str, new_text: str) -> Decision:
-        return _raise_for(dict(self._one(*_Calls.by_id("edit", "memory_id", memory_id, new_text=new_text))))
+    def edit(self, memory_id: UUID | str, new_text: str) -> FeedbackResult:
+        """The user corrects a memory's text (reviewer role); raises PolicyDeniedError when refused."""
+        result = FeedbackResult.from_json(
+            _mapping(self._one("edit", {"memory_id": _id(memory_id), "new_text": new_text}))
+        )
+        if result.decision is not None:
+            result.decision.raise_for()
+        return result
 
-    def approve(self, request_id: UUID | str, note: str | None = None) -> Decision:
-        return dict(self._one(*_Calls.by_id("approve", "request_id", request_id, note=note)))
+    def approve(self, request_id: UUID | str, note: str | None = None) -> ReviewResult:
+        """Approve a held write (reviewer role); the current policy re-decides it."""
+        return ReviewResult.from_json(_mapping(self._one("approve", {"request_id": _id(request_id), "note": note})))
 
-    def deny(self, request_id: UUID | str, note: str | None = None) -> Decision:
-        return dict(self._one(*_Calls.by_id("deny", "request_id", request_id, note=note)))
+    def deny(self, request_id: UUID | str, note: str | None = None) -> ReviewResult:
+        """Deny a held write (reviewer role)."""
+        return ReviewResult.from_json(_mapping(self._one("deny", {"request_id": _id(request_id), "note": note})))
 
-    def apply_retention_policy(self, memory_id: UUID | str) -> Decision:
-        return dict(self._one(*_Calls.by_id("apply_retention", "memory_id", memory_id)))
+    def apply_retention_policy(self, memory_id: UUID | str) -> dict[str, Any]:
+        """Apply the retention sweep's rules to one memory now: ``{memory_id, deleted, reason, rule_id}``."""
+        return dict(_mapping(self._one("apply_retention", {"memory_id": _id(memory_id)})))
 
 
 __all__ = [
+    "Decision",
+    "FeedbackResult",
+    "HeldForApprovalError",
+    "Item",
     "MemoryPolicyEngine",
     "PolicyDeniedError",
+    "QuarantineResult",
     "QuarantinedError",
+    "ReviewResult",
     "SyncMemoryPolicyEngine",
+    "TenantRequiredError",
 ]

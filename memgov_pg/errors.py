@@ -29,6 +29,15 @@ class ClusterError(MemgovError):
     """The embedded or test PostgreSQL cluster could not be set up, started or stopped."""
 
 
+class TenantRequiredError(MemgovError):
+    """An engine call without a tenant: give ``org_id=`` to the engine or use ``engine.for_tenant(org)``.
+
+    Raised before the database is touched (row level security would refuse the call anyway).
+    """
+
+    sqlstate: ClassVar[str | None] = None
+
+
 class EngineError(MemgovError):
     """A refusal or conflict raised by the SQL engine; ``sqlstate`` says which."""
 
@@ -179,5 +188,6 @@ __all__ = [
     "NotPermittedError",
     "PolicyDeniedError",
     "QuarantinedError",
+    "TenantRequiredError",
     "from_dbapi_error",
 ]

@@ -16,6 +16,7 @@ docs/development.md says when to write which.
 from __future__ import annotations
 
 import hashlib
+import logging
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -40,6 +41,8 @@ _SECTION = re.compile(r"^--\s*migrate:(upgrade|downgrade)\s*$", re.MULTILINE)
 
 Frozen = Sequence[tuple[str, str]]
 """``(file name in sql/, "sha256:<hex>")`` pairs, in the order they run."""
+
+log = logging.getLogger("memgov_pg")
 
 
 class FrozenSqlError(MemgovError):
@@ -343,8 +346,11 @@ def migrate(dsn: str, revision: str = "head", version_table: str | None = None) 
                 f"{', '.join(where.looked_in)}): if a host's Alembic history owns it, pass --version-table "
                 "[SCHEMA.]TABLE; memgov never creates what exists"
             )
+    log.info("migrating memgov from %s to %s", where.revision or "nothing", revision)
     _alembic(lambda: command.upgrade(alembic_config(dsn), revision))
-    return Migrated(where.revision, current_revision(dsn, OWN_VERSION_TABLE), OWN_VERSION_TABLE, False)
+    after = current_revision(dsn, OWN_VERSION_TABLE)
+    log.info("memgov schema at %s (%s)", after, OWN_VERSION_TABLE)
+    return Migrated(where.revision, after, OWN_VERSION_TABLE, False)
 
 
 def upgrade(dsn: str, revision: str = "head", version_table: str | None = None) -> tuple[str | None, str | None]:

@@ -35,6 +35,33 @@ def alembic_dir() -> Path:
     return _find("alembic")
 
 
+def policies_dir() -> Path:
+    """The directory of the shipped policies (``default.yaml``, ``examples/``, ``schema/``)."""
+    return _find("policies")
+
+
+def docker_dir() -> Path:
+    """The Docker build context of the PostgreSQL 15 + pg_cron image."""
+    return _find("docker")
+
+
+def shipped_policy_names() -> list[str]:
+    """Names ``memgov deploy`` accepts for the shipped policies: ``default``, ``examples/<name>``."""
+    try:
+        base = policies_dir()
+    except FileNotFoundError:
+        return []
+    return sorted(p.relative_to(base).with_suffix("").as_posix() for p in base.rglob("*.yaml"))
+
+
+def shipped_policy(name: str) -> Path | None:
+    """The file of a shipped policy by name (``default``, ``examples/memproof``), else None."""
+    stem = name.removesuffix(".yaml")
+    if stem not in shipped_policy_names():
+        return None
+    return policies_dir() / f"{stem}.yaml"
+
+
 def sql_files() -> list[Path]:
     """The engine's SQL files in the order they are applied (numeric prefix)."""
     return sorted(p for p in sql_dir().glob("[0-9][0-9][0-9]_*.sql"))

@@ -11,6 +11,9 @@ a server has exactly one job. pg_cron schedules are in GMT.
 
 from __future__ import annotations
 
+import datetime as dt
+import logging
+import re
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -28,6 +31,8 @@ JOB_COMMAND = "CALL memgov.run_maintenance()"
 REASONS = ("ttl", "confidence", "auto_delete")
 
 Progress = Callable[[dict[str, Any]], None]
+
+log = logging.getLogger("memgov_pg")
 
 
 class PgCronMissing(MemgovError):
@@ -187,6 +192,7 @@ def run(dsn: str, dry_run: bool = False, on_progress: Progress | None = None, in
         row = watcher.execute(query("maintenance_last_run_id")).fetchone()
         after = int(row[0]) if row else 0
         due = watcher.execute(query("maintenance_due_ttl")).fetchone()
+        log.info("maintenance sweep%s starting after run %s", " (dry run)" if dry_run else "", after)
         busy: list[str] = []
         worker.add_notice_handler(lambda diag: busy.append(diag.sqlstate or "") if diag.sqlstate == "MG409" else None)
         failure: list[BaseException] = []
@@ -221,7 +227,9 @@ def run(dsn: str, dry_run: bool = False, on_progress: Progress | None = None, in
         result = _run_after(watcher, after)
     if result is None:  # pragma: no cover - the procedure always records its run
         raise MemgovError("the maintenance run left no record in memgov.maintenance_runs")
-    return _summary(result)
+    summary = _summary(result)
+    log.info("maintenance run %s %s: %s", summary.get("run_id"), summary.get("status"), counts(summary))
+    return summary
 
 
 def _run_after(conn: psycopg.Connection[Any], after: int) -> dict[str, Any] | None:
@@ -308,7 +316,10 @@ def status(dsn: str, version_table: str | None = None) -> dict[str, Any]:
             "last_maintenance_run": None,
             "decisions_24h": None,
             "pg_cron": find_job(dsn, conn),
+            "overdue": None,
+            "now": None,
         }
+        data["now"] = conn.execute("SELECT now()").fetchone()[0]  # type: ignore[index]
         installed = conn.execute(query("memgov_schema_installed")).fetchone()
         if not (installed and installed[0]):
             return data
@@ -316,6 +327,7 @@ def status(dsn: str, version_table: str | None = None) -> dict[str, Any]:
         pending = _section(conn, "status_pending_approvals")
         data["pending_approvals"] = _totals(pending, "pending")
         data["quarantine"] = _totals(_section(conn, "status_quarantine"), "held")
+        data["overdue"] = _overdue(conn)
         data["decisions_24h"] = _by_key(_section(conn, "status_decisions_24h"), "action", "decisions")
         last = _section(conn, "status_last_maintenance_run")
         if isinstance(last, dict) or not last:
@@ -346,3 +358,152 @@ def _by_key(rows: list[dict[str, Any]] | dict[str, str], key: str, value: str) -
     if isinstance(rows, dict):
         return rows
     return {r[key]: int(r[value]) for r in rows}
+
+
+# -- memgov status --check ----------------------------------------------------------
+
+# Pending approvals older than their tenant's approval_ttl (the sweep expires them), and
+# quarantined writes held longer than it too: "quarantine growing" means nobody resolves them.
+_OVERDUE_SQL = """
+SELECT (SELECT count(*) FROM memgov.approval_requests r WHERE memgov.approval_expired(r)) AS approvals,
+       (SELECT count(*) FROM memgov.quarantine q
+         WHERE q.status = 'held'
+           AND q.quarantined_at <= pg_catalog.now() - memgov.retention_interval(q.org_id, 'approval_ttl'))
+           AS quarantine
+"""
+
+
+def _overdue(conn: psycopg.Connection[Any]) -> dict[str, Any]:
+    try:
+        row = conn.execute(_OVERDUE_SQL).fetchone()
+    except psycopg.Error as exc:
+        return {"error": _message(exc)}
+    assert row is not None
+    return {"approvals": int(row[0]), "quarantine": int(row[1])}
+
+
+def _cron_field(text: str, low: int, high: int) -> set[int] | None:
+    """The values a cron field matches; None for syntax this simple reader does not know (names)."""
+    values: set[int] = set()
+    for part in text.split(","):
+        step = 1
+        if "/" in part:
+            part, step_text = part.split("/", 1)
+            if not step_text.isdigit() or int(step_text) == 0:
+                return None
+            step = int(step_text)
+        if part == "*":
+            start, end = low, high
+        elif "-" in part:
+            a, b = part.split("-", 1)
+            if not (a.isdigit() and b.isdigit()):
+                return None
+            start, end = int(a), int(b)
+        elif part.isdigit():
+            start = int(part)
+            end = high if step > 1 else start
+        else:
+            return None
+        values.update(range(start, end + 1, step))
+    return values
+
+
+def previous_firings(schedule: str, now: dt.datetime, count: int = 2) -> list[dt.datetime] | None:
+    """The last ``count`` times (GMT) a pg_cron schedule fired before ``now``, latest first;
+    None for a schedule this reader does not understand, or none within a year."""
+    schedule = " ".join(schedule.split())
+    seconds = re.fullmatch(r"([1-5]?[0-9]) seconds?", schedule)
+    now = now.astimezone(dt.UTC)
+    if seconds:
+        step = dt.timedelta(seconds=int(seconds.group(1)))
+        return [now - step * (i + 1) for i in range(count)] if step else None
+    fields = schedule.split()
+    if len(fields) != 5:
+        return None
+    bounds = ((0, 59), (0, 23), (1, 31), (1, 12), (0, 7))
+    sets = [_cron_field(f, lo, hi) for f, (lo, hi) in zip(fields, bounds, strict=True)]
+    if any(s is None for s in sets):
+        return None
+    minutes, hours, days, months, weekdays = (s or set() for s in sets)
+    weekdays = {d % 7 for d in weekdays}
+    dom_any, dow_any = fields[2] == "*", fields[4] == "*"
+    found: list[dt.datetime] = []
+    t = now.replace(second=0, microsecond=0)
+    if t == now:
+        t -= dt.timedelta(minutes=1)
+    day = t.replace(hour=0, minute=0)
+    limit = day - dt.timedelta(days=400)
+    while day >= limit and len(found) < count:
+        dow = (day.weekday() + 1) % 7  # cron: Sunday 0
+        if dom_any or dow_any:
+            day_ok = day.day in days and dow in weekdays
+        else:  # cron: either matches when both are restricted
+            day_ok = day.day in days or dow in weekdays
+        if day.month in months and day_ok:
+            for hour in sorted(hours, reverse=True):
+                for minute in sorted(minutes, reverse=True):
+                    fire = day.replace(hour=hour, minute=minute)
+                    if fire <= t and len(found) < count:
+                        found.append(fire)
+        day -= dt.timedelta(days=1)
+    return found if len(found) == count else None
+
+
+def health(data: dict[str, Any]) -> list[str]:
+    """The problems ``memgov status --check`` reports, one line each, from :func:`status`'s data."""
+    problems: list[str] = []
+    if not data["schema_exists"]:
+        return ["schema memgov is not installed: run `memgov migrate`"]
+    if data["schema_revision"] not in (None, data["head_revision"]):
+        problems.append(f"schema revision {data['schema_revision']} is behind head {data['head_revision']}")
+    policies = data["policies"]
+    if isinstance(policies, dict):
+        problems.append(f"cannot read the policies: {policies['error']}")
+    elif policies is not None and not policies:
+        problems.append("no active policy: every write is denied (NO_ACTIVE_POLICY); run `memgov deploy`")
+    overdue = data.get("overdue")
+    if isinstance(overdue, dict) and "error" in overdue:
+        problems.append(f"cannot read approvals and quarantine: {overdue['error']}")
+    elif overdue:
+        if overdue["approvals"]:
+            problems.append(
+                f"{overdue['approvals']} pending approvals older than their approval_ttl "
+                "(the sweep expires them: is it running?)"
+            )
+        if overdue["quarantine"]:
+            problems.append(
+                f"quarantine growing: {overdue['quarantine']} entries held longer than approval_ttl "
+                "(release or purge them)"
+            )
+    cron = data["pg_cron"]
+    if cron.get("error"):
+        problems.append(f"pg_cron unavailable: {cron['error']}")
+        return problems
+    last = cron.get("last_run")
+    if last and last.get("status") == "failed":
+        message = " ".join((last.get("return_message") or "").split())
+        problems.append(f"last pg_cron run of {cron['job_name']} failed at {last['start_time']}: {message}")
+    job = cron.get("job")
+    if job is not None and job.get("active") and data.get("now") is not None:
+        problems.extend(_sweep_overdue(data, job, last))
+    return problems
+
+
+def _sweep_overdue(data: dict[str, Any], job: dict[str, Any], last: dict[str, Any] | None) -> list[str]:
+    """A sweep overdue by more than one interval: none since the second-latest firing of its schedule.
+    A job that has never run is not overdue (pg_cron does not record when a job was created)."""
+    times = []
+    run = data.get("last_maintenance_run")
+    if isinstance(run, dict) and run.get("started_at") is not None:
+        times.append(run["started_at"])
+    if last and last.get("start_time") is not None:
+        times.append(last["start_time"])
+    if not times:
+        return []
+    firings = previous_firings(str(job["schedule"]), data["now"])
+    if firings is None:
+        return []
+    latest = max(times)
+    if latest >= firings[1]:
+        return []
+    return [f"retention sweep overdue: last run started {latest.isoformat()}, schedule '{job['schedule']}' (GMT)"]

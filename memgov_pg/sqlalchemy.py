@@ -37,7 +37,6 @@ import logging
 import uuid
 import weakref
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from datetime import date, datetime
 from decimal import Decimal
 from typing import Any, Generic, TypeVar
@@ -49,11 +48,14 @@ from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session, SessionTransaction
 from sqlalchemy.types import TypeDecorator
 
+from .decisions import (
+    Decision,
+    FeedbackResult,
+    QuarantineResult,
+    ReviewResult,
+)
 from .errors import (
     EngineError,
-    HeldForApprovalError,
-    PolicyDeniedError,
-    QuarantinedError,
     from_dbapi_error,
 )
 from .models import MemoryItem
@@ -69,146 +71,6 @@ _TENANT_KEY = "memgov_org_id"
 _NOTICES = {"MG201": "require_approval", "MG202": "quarantine"}
 
 _installed: weakref.WeakSet[Engine] = weakref.WeakSet()
-
-
-def _uuid(value: Any) -> uuid.UUID | None:
-    return None if value is None else uuid.UUID(str(value))
-
-
-def _decimal(value: Any) -> Decimal | None:
-    return None if value is None else Decimal(str(value))
-
-
-def _strings(value: Any) -> tuple[str, ...]:
-    return tuple(str(v) for v in value or ())
-
-
-@dataclass(frozen=True)
-class Decision:
-    """A decision of the engine (docs/reference.md, Decisions), from a function's result or a notice.
-
-    ``action`` is what the policy says; ``applied`` what was done (``allow`` when the
-    decision is not enforced: monitor mode). ``sqlstate`` is MG201 / MG202 for a
-    decision read from a notice, None for a function's result.
-    """
-
-    action: str
-    reason_codes: tuple[str, ...] = ()
-    matched_rule_ids: tuple[str, ...] = ()
-    policy_version: str | None = None
-    mode: str | None = None
-    enforced: bool = True
-    risk_score: Decimal | None = None
-    risk_level: str | None = None
-    decision_id: int | None = None
-    memory_id: uuid.UUID | None = None
-    request_id: uuid.UUID | None = None
-    quarantine_id: uuid.UUID | None = None
-    sqlstate: str | None = None
-    raw: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any], sqlstate: str | None = None) -> Decision:
-        decision_id = data.get("decision_id")
-        return cls(
-            action=str(data.get("action")),
-            reason_codes=_strings(data.get("reason_codes")),
-            matched_rule_ids=_strings(data.get("matched_rule_ids")),
-            policy_version=data.get("policy_version"),
-            mode=data.get("mode"),
-            enforced=bool(data.get("enforced", True)),
-            risk_score=_decimal(data.get("risk_score")),
-            risk_level=data.get("risk_level"),
-            decision_id=None if decision_id is None else int(decision_id),
-            memory_id=_uuid(data.get("memory_id")),
-            request_id=_uuid(data.get("request_id")),
-            quarantine_id=_uuid(data.get("quarantine_id")),
-            sqlstate=sqlstate,
-            raw=dict(data),
-        )
-
-    @property
-    def applied(self) -> str:
-        return self.action if self.enforced else "allow"
-
-    def raise_for(self, *, held: bool = False) -> Decision:
-        """Raise PolicyDeniedError / QuarantinedError (and HeldForApprovalError with ``held``) for
-        an enforced refusal; return the decision otherwise."""
-        if self.applied == "deny":
-            raise PolicyDeniedError(dict(self.raw))
-        if self.applied == "quarantine":
-            raise QuarantinedError(dict(self.raw))
-        if held and self.applied == "require_approval":
-            raise HeldForApprovalError(dict(self.raw))
-        return self
-
-
-def _decision_or_none(value: Any) -> Decision | None:
-    return Decision.from_json(value) if isinstance(value, Mapping) else None
-
-
-@dataclass(frozen=True)
-class ReviewResult:
-    """``memgov.approve`` / ``memgov.deny``: the request's new status (``approved`` or ``denied``)
-    and, for an approval, the decision the current policy took on re-deciding it."""
-
-    request_id: uuid.UUID | None
-    status: str
-    decision: Decision | None = None
-    raw: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> ReviewResult:
-        return cls(_uuid(data.get("request_id")), str(data.get("status")), _decision_or_none(data.get("decision")),
-                   dict(data))  # fmt: skip
-
-
-@dataclass(frozen=True)
-class QuarantineResult:
-    """``memgov.release_quarantine`` / ``memgov.purge_quarantine``: ``released`` or ``purged``."""
-
-    quarantine_id: uuid.UUID | None
-    status: str
-    memory_id: uuid.UUID | None = None
-    raw: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> QuarantineResult:
-        return cls(_uuid(data.get("quarantine_id")), str(data.get("status")), _uuid(data.get("memory_id")), dict(data))
-
-
-@dataclass(frozen=True)
-class FeedbackResult:
-    """``memgov.confirm`` / ``reject`` / ``edit``: the feedback event and its ``outcome``
-    (confirm: confirmed, approved, refused; reject: lowered, deleted, refused; edit: the
-    action applied). ``decision``: edit's decision, or the policy's refusal of a pending
-    memory's confirmation."""
-
-    memory_id: uuid.UUID | None
-    kind: str
-    outcome: str | None
-    event_id: int | None = None
-    confidence_before: Decimal | None = None
-    confidence_after: Decimal | None = None
-    decision: Decision | None = None
-    raw: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> FeedbackResult:
-        decision = data.get("decision")
-        if decision is None and "action" in data:  # edit: the decision and the feedback in one object
-            decision = data
-        event_id = data.get("event_id")
-        return cls(
-            memory_id=_uuid(data.get("memory_id")),
-            kind=str(data.get("kind")),
-            outcome=data.get("outcome"),
-            event_id=None if event_id is None else int(event_id),
-            confidence_before=_decimal(data.get("confidence_before")),
-            confidence_after=_decimal(data.get("confidence_after")),
-            decision=_decision_or_none(decision),
-            raw=dict(data),
-        )
 
 
 T = TypeVar("T")

@@ -10,7 +10,7 @@ Load it with ``pytest_plugins = ["memgov_pg.testing"]`` in a conftest.py, or
 * ``MEMGOV_TEST_DSN``: an existing server (a superuser DSN); tests that need
   pg_cron are skipped when that server has not loaded it;
 * ``MEMGOV_TEST_DOCKER=1``: a testcontainers PostgreSQL built from
-  ``docker/Dockerfile`` (pg_cron included); skipped with a reason when no Docker
+  ``docker/Dockerfile`` (shipped in the wheel; pg_cron included); skipped with a reason when no Docker
   engine answers.
 
 A template database is migrated once per session (Alembic, to head) and every
@@ -105,8 +105,10 @@ def _docker_server() -> Server:
         docker.from_env().ping()  # type: ignore[attr-defined]
     except Exception as exc:  # no client library, no engine, no permission
         pytest.skip(f"MEMGOV_TEST_DOCKER=1 but no Docker engine answers: {exc}")
-    context = Path(__file__).resolve().parent.parent / "docker"
-    image = DockerImage(path=str(context), tag="memgov-pg-test:15")
+    from .resources import docker_dir
+
+    # the build context is package data of the wheel (memgov_pg/docker), or docker/ of a checkout
+    image = DockerImage(path=str(docker_dir()), tag="memgov-pg-test:15")
     image.build()
     container = PostgresContainer(str(image), username="postgres", password="postgres", dbname="postgres")
     container.with_command(

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from typing import Any
 
 import click
 
 from ..db import resolve_dsn
-from .base import check_tenant, cli, dsn_option, emit, json_option
+from .base import check_tenant, cli, dsn_option, emit, json_option, to_json
 
 
 @cli.group()
@@ -64,7 +63,7 @@ def tenant_list(role: str | None, dsn: str | None, as_json: bool) -> None:
 
     rows = list_grants(resolve_dsn(dsn), role)
     if as_json:
-        click.echo(json.dumps(rows, indent=2, default=str))
+        click.echo(to_json(rows))
         return
     if not rows:
         click.echo(f"no tenant grants for {role}" if role else "no tenant grants: tenant binding is not in use")
@@ -100,7 +99,7 @@ def doctor(fail_on: str, dsn: str | None, as_json: bool) -> None:
 
     report = diagnose(resolve_dsn(dsn))
     if as_json:
-        click.echo(json.dumps(report.to_json(fail_on), indent=2))
+        click.echo(to_json(report.to_json(fail_on)))
     else:
         for finding in report.findings:
             click.echo(str(finding))

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import json
+import logging
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -37,14 +39,59 @@ def tenant_option(help_text: str) -> Callable[[F], F]:
     return click.option("--tenant", metavar="ORG", callback=check_tenant, help=help_text)
 
 
+def iso_timestamp(value: dt.datetime) -> str:
+    """The one timestamp format of every ``--json`` output: ISO 8601 with ``T`` and an offset."""
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=dt.UTC)
+    return value.isoformat(timespec="microseconds")
+
+
+def _json_default(value: Any) -> Any:
+    if isinstance(value, dt.datetime):
+        return iso_timestamp(value)
+    if isinstance(value, dt.date):
+        return value.isoformat()
+    if isinstance(value, dt.timedelta):
+        return value.total_seconds()
+    if isinstance(value, set | frozenset):
+        return sorted(value, key=str)
+    return str(value)
+
+
+def to_json(data: Any) -> str:
+    """The JSON every command prints: indented, timestamps by :func:`iso_timestamp`."""
+    return json.dumps(data, indent=2, default=_json_default)
+
+
 def emit(data: Any, as_json: bool, text: Callable[[Any], None]) -> None:
     if as_json:
-        click.echo(json.dumps(data, indent=2, default=str))
+        click.echo(to_json(data))
     else:
         text(data)
 
 
+def setup_logging(verbose: int, quiet: bool) -> None:
+    """Logger ``memgov_pg`` to stderr: WARNING by default, INFO with -v, DEBUG with -vv, ERROR with --quiet."""
+    if quiet:
+        level = logging.ERROR
+    else:
+        level = {0: logging.WARNING, 1: logging.INFO}.get(verbose, logging.DEBUG)
+    logger = logging.getLogger("memgov_pg")
+    logger.setLevel(level)
+    if not any(getattr(h, "_memgov_cli", False) for h in logger.handlers):
+        handler = logging.StreamHandler()  # stderr
+        handler.setFormatter(logging.Formatter("memgov: %(levelname)s: %(message)s"))
+        handler._memgov_cli = True  # type: ignore[attr-defined]
+        logger.addHandler(handler)
+    logger.propagate = False
+
+
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="memgov")
-def cli() -> None:
+@click.option(
+    "-v", "--verbose", count=True, help="Log to stderr: -v connections, migrations, deploys, sweeps; -vv debug."
+)
+@click.option("-q", "--quiet", is_flag=True, help="Log errors only.")
+def cli(verbose: int, quiet: bool) -> None:
     """Govern AI agents' long-term memory inside PostgreSQL."""
+    setup_logging(verbose, quiet)

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import click
 
 from ..db import resolve_dsn
-from .base import cli, dsn_option, emit, json_option
+from .base import cli, dsn_option, emit, json_option, to_json
 
 
 @cli.group()
@@ -30,7 +29,7 @@ def retention_run(dry_run: bool, dsn: str | None, as_json: bool) -> None:
         summary = run_sweep(target, dry_run=dry_run, on_progress=progress.update)
         progress.finish(summary)
     if as_json:
-        click.echo(json.dumps(summary, indent=2, default=str))
+        click.echo(to_json(summary))
         return
     c = counts(summary)
     verb = "would delete" if dry_run else "deleted"

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 import click
 
 from ..db import resolve_dsn
-from .base import F, cli, dsn_option, emit, json_option
+from .base import F, cli, dsn_option, emit, json_option, to_json
 
 
 @cli.command()
@@ -77,13 +78,40 @@ def migrate(dsn: str | None, revision: str, version_table: str | None, as_json: 
 @cli.command()
 @dsn_option
 @version_table_option
+@click.option(
+    "--check",
+    is_flag=True,
+    help="For monitoring: print one line per problem; exit 0 healthy, 1 degraded, 2 unreachable.",
+)
 @json_option
-def status(dsn: str | None, version_table: str | None, as_json: bool) -> None:
+def status(dsn: str | None, version_table: str | None, check: bool, as_json: bool) -> None:
     """Live policies, approvals, quarantine, the last sweep, decisions (24 h), the pg_cron job, the schema."""
+    from ..errors import ConnectionFailed
+    from ..retention import health
     from ..retention import status as read_status
 
-    data = read_status(resolve_dsn(dsn), version_table)
-    emit(data, as_json, _print_status)
+    if not check:
+        data = read_status(resolve_dsn(dsn), version_table)
+        emit(data, as_json, _print_status)
+        return
+    try:
+        data = read_status(resolve_dsn(dsn), version_table)
+    except ConnectionFailed as exc:
+        if as_json:
+            click.echo(to_json({"status": "unreachable", "problems": [str(exc)]}))
+        else:
+            click.echo(f"unreachable: {exc}")
+        sys.exit(2)
+    problems = health(data)
+    state = "degraded" if problems else "healthy"
+    if as_json:
+        click.echo(to_json({"status": state, "problems": problems}))
+    else:
+        for problem in problems:
+            click.echo(problem)
+        if not problems:
+            click.echo(f"healthy: {data['database']}")
+    sys.exit(1 if problems else 0)
 
 
 def _print_status(d: dict[str, Any]) -> None:

@@ -1,15 +1,56 @@
-"""The Docker image of docker/ (used by MEMGOV_TEST_DOCKER=1 and docker-compose.yml)."""
+"""The Docker image of docker/ and docker-compose.yml: checked statically always, run when an engine answers."""
 
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _compose() -> dict:
+    return yaml.safe_load((REPO / "docker-compose.yml").read_text(encoding="utf-8"))
+
+
+def test_compose_database_has_pg_cron_and_a_healthcheck():
+    db = _compose()["services"]["postgres"]
+    assert db["build"] == "./docker"
+    args = " ".join(db["command"])
+    assert "shared_preload_libraries=pg_cron" in args
+    assert f"cron.database_name={db['environment']['POSTGRES_DB']}" in args
+    assert "pg_isready" in db["healthcheck"]["test"]
+
+
+def test_database_image_creates_pg_cron_at_init():
+    dockerfile = (REPO / "docker" / "Dockerfile").read_text(encoding="utf-8")
+    assert "postgresql-15-cron" in dockerfile
+    assert "shared_preload_libraries=pg_cron" in dockerfile
+    assert "/docker-entrypoint-initdb.d/" in dockerfile
+    init = (REPO / "docker" / "initdb" / "10-pg-cron.sh").read_text(encoding="utf-8")
+    assert "SHOW cron.database_name" in init
+    assert "CREATE EXTENSION IF NOT EXISTS pg_cron" in init
+
+
+def test_compose_one_shot_service_waits_for_health_then_migrates_deploys_schedules():
+    services = _compose()["services"]
+    app = services["memgov"]
+    assert app["depends_on"]["postgres"]["condition"] == "service_healthy"
+    assert app["build"] == "."
+    assert app["restart"] == "no"
+    assert "@postgres:5432/" in app["environment"]["MEMGOV_DSN"]
+    script = (REPO / "docker" / "memgov-init.sh").read_text(encoding="utf-8").splitlines()
+    steps = [line.split()[:2] for line in script if line.startswith("memgov ")]
+    assert steps == [["memgov", "migrate"], ["memgov", "deploy"], ["memgov", "retention"]]
+    dockerfile = (REPO / "Dockerfile").read_text(encoding="utf-8")
+    assert "pip install" in dockerfile and "memgov-init" in dockerfile
 
 
 @pytest.mark.docker
 @pytest.mark.skipif(
-    os.environ.get("MEMGOV_TEST_DOCKER") != "1", reason="set MEMGOV_TEST_DOCKER=1 to test the Docker image"
+    os.environ.get("MEMGOV_TEST_DOCKER") != "1", reason="no Docker engine here: set MEMGOV_TEST_DOCKER=1 where one runs"
 )
 def test_docker_server_has_pg_cron(memgov_server):
     assert memgov_server.kind == "docker"

@@ -5,6 +5,7 @@ answer here comes from the database."""
 from __future__ import annotations
 
 import asyncio
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +14,9 @@ import pytest
 from psycopg import conninfo
 
 from memgov_pg import MemoryPolicyEngine, PolicyDeniedError, QuarantinedError, SyncMemoryPolicyEngine
+from memgov_pg.decisions import Decision, FeedbackResult, ReviewResult
 from memgov_pg.deploy import deploy
+from memgov_pg.errors import HeldForApprovalError, NotFoundError, NotPermittedError, TenantRequiredError
 
 ROOT = Path(__file__).resolve().parents[2]
 AGENT = "memgov_test_agent"
@@ -64,8 +67,42 @@ def test_remember_allow_and_pending(dsns):
             return await engine.remember(item()), await engine.remember(item(confidence=0.5))
 
     stored, held = run(scenario())
-    assert stored["action"] == "allow" and stored["memory_id"]
-    assert held["action"] == "require_approval" and held["request_id"]
+    assert isinstance(stored, Decision) and stored.action == "allow" and stored.memory_id
+    assert stored["action"] == "allow" and stored["memory_id"] == str(stored.memory_id)  # the JSON stays readable
+    assert held.action == "require_approval" and held.request_id and held.policy_version
+
+
+def test_raise_on_hold(dsns):
+    async def scenario() -> None:
+        async with await MemoryPolicyEngine.connect(dsns[AGENT], org_id="acme") as engine:
+            await engine.remember(item(confidence=0.5), raise_on_hold=True)
+
+    with pytest.raises(HeldForApprovalError) as info:
+        run(scenario())
+    assert info.value.request_id and info.value.sqlstate == "MG201"
+
+
+def test_no_tenant_is_an_error_before_the_database(dsns):
+    with SyncMemoryPolicyEngine.connect(dsns[AGENT]) as engine:
+        with pytest.raises(TenantRequiredError, match="for_tenant"):
+            engine.remember(item())
+        assert engine.for_tenant("acme").evaluate(item()).action == "allow"
+        assert engine.pool.get_stats()["requests_num"] == 1  # only the for_tenant call took a connection
+
+
+def test_for_tenant_shares_the_pool_and_sets_the_tenant(dsns, db_conn):
+    async def scenario() -> tuple[Decision, Decision]:
+        async with await MemoryPolicyEngine.connect(dsns[AGENT], org_id="acme", max_size=2) as engine:
+            globex = engine.for_tenant("globex")
+            assert globex.pool is engine.pool and globex.org_id == "globex" and engine.org_id == "acme"
+            return await engine.remember(item()), await globex.remember(item(org_id="globex"))
+
+    acme, globex = run(scenario())
+    rows = db_conn.execute(
+        "SELECT org_id FROM memgov.long_term_memory_items WHERE memory_id = ANY(%s) ORDER BY org_id",
+        ([acme.memory_id, globex.memory_id],),
+    ).fetchall()
+    assert rows == [("acme",), ("globex",)]
 
 
 def test_remember_denied_raises_and_is_logged(dsns, db_conn):
@@ -108,9 +145,11 @@ def test_review_and_feedback_round_trip(dsns, db_conn):
     with SyncMemoryPolicyEngine.connect(dsns[AGENT], org_id="acme") as agent, \
             SyncMemoryPolicyEngine.connect(dsns[REVIEWER], org_id="acme") as app:  # fmt: skip
         held = agent.remember(item(fact_text="Prefers tea", confidence=0.6))
-        assert app.approve(held["request_id"], note="user said yes")["status"] == "approved"
+        approved = app.approve(held["request_id"], note="user said yes")
+        assert isinstance(approved, ReviewResult) and approved.status == "approved"
         memory_id = held["memory_id"]
-        assert app.confirm(memory_id)["confidence_after"] == pytest.approx(0.7)
+        confirmed = app.confirm(memory_id)
+        assert isinstance(confirmed, FeedbackResult) and confirmed.confidence_after == Decimal("0.7")
         assert app.reject(memory_id)["confidence_after"] == pytest.approx(0.4)
         edited = app.edit(memory_id, "Prefers green tea")
         assert edited["action"] == "allow" and edited["confidence_after"] == pytest.approx(0.8)
@@ -127,8 +166,9 @@ def test_review_and_feedback_round_trip(dsns, db_conn):
 def test_agents_cannot_give_feedback(dsns):
     with SyncMemoryPolicyEngine.connect(dsns[AGENT], org_id="acme") as agent:
         stored = agent.remember(item(fact_text="Lives in Kyiv"))
-        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+        with pytest.raises(NotPermittedError) as info:
             agent.confirm(stored["memory_id"])
+    assert info.value.sqlstate == "42501"
 
 
 def test_apply_retention_policy(dsns, db_conn):
@@ -151,6 +191,6 @@ def test_feedback_on_another_tenants_memory_is_an_error(dsns):
     with SyncMemoryPolicyEngine.connect(dsns[AGENT], org_id="acme") as agent:
         stored = agent.remember(item(fact_text="Acme only"))
     with SyncMemoryPolicyEngine.connect(dsns[REVIEWER], org_id="globex") as other:
-        with pytest.raises(psycopg.Error) as info:
+        with pytest.raises(NotFoundError) as info:
             other.confirm(stored["memory_id"])
     assert info.value.sqlstate == "MG404"

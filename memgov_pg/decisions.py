@@ -1,0 +1,175 @@
+"""The engine's results as typed, frozen values: :class:`Decision` (a policy decision, from a
+function's result or a notice), :class:`ReviewResult` (approve / deny), :class:`FeedbackResult`
+(confirm / reject / edit) and :class:`QuarantineResult`.
+
+Shared by :mod:`memgov_pg.engine` and :mod:`memgov_pg.sqlalchemy`. Each keeps the JSON it was
+read from in ``raw``; ``result["key"]`` and ``result.get("key")`` read it, as the dictionaries
+these results replace did.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import Any
+
+from .errors import HeldForApprovalError, PolicyDeniedError, QuarantinedError
+
+
+class _RawAccess:
+    """``result["key"]`` / ``result.get("key")``: the field of the JSON the result was read from."""
+
+    raw: Mapping[str, Any]
+
+    def __getitem__(self, key: str) -> Any:
+        """The value of ``key`` in the JSON result (KeyError when absent)."""
+        return self.raw[key]
+
+    def get(self, key: str, default: Any = None) -> Any:
+        """The value of ``key`` in the JSON result, else ``default``."""
+        return self.raw.get(key, default)
+
+
+def _uuid(value: Any) -> uuid.UUID | None:
+    return None if value is None else uuid.UUID(str(value))
+
+
+def _decimal(value: Any) -> Decimal | None:
+    return None if value is None else Decimal(str(value))
+
+
+def _strings(value: Any) -> tuple[str, ...]:
+    return tuple(str(v) for v in value or ())
+
+
+@dataclass(frozen=True)
+class Decision(_RawAccess):
+    """A decision of the engine (docs/reference.md, Decisions), from a function's result or a notice.
+
+    ``action`` is what the policy says; ``applied`` what was done (``allow`` when the
+    decision is not enforced: monitor mode). ``sqlstate`` is MG201 / MG202 for a
+    decision read from a notice, None for a function's result.
+    """
+
+    action: str
+    reason_codes: tuple[str, ...] = ()
+    matched_rule_ids: tuple[str, ...] = ()
+    policy_version: str | None = None
+    mode: str | None = None
+    enforced: bool = True
+    risk_score: Decimal | None = None
+    risk_level: str | None = None
+    decision_id: int | None = None
+    memory_id: uuid.UUID | None = None
+    request_id: uuid.UUID | None = None
+    quarantine_id: uuid.UUID | None = None
+    sqlstate: str | None = None
+    raw: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any], sqlstate: str | None = None) -> Decision:
+        decision_id = data.get("decision_id")
+        return cls(
+            action=str(data.get("action")),
+            reason_codes=_strings(data.get("reason_codes")),
+            matched_rule_ids=_strings(data.get("matched_rule_ids")),
+            policy_version=data.get("policy_version"),
+            mode=data.get("mode"),
+            enforced=bool(data.get("enforced", True)),
+            risk_score=_decimal(data.get("risk_score")),
+            risk_level=data.get("risk_level"),
+            decision_id=None if decision_id is None else int(decision_id),
+            memory_id=_uuid(data.get("memory_id")),
+            request_id=_uuid(data.get("request_id")),
+            quarantine_id=_uuid(data.get("quarantine_id")),
+            sqlstate=sqlstate,
+            raw=dict(data),
+        )
+
+    @property
+    def applied(self) -> str:
+        return self.action if self.enforced else "allow"
+
+    def raise_for(self, *, held: bool = False) -> Decision:
+        """Raise PolicyDeniedError / QuarantinedError (and HeldForApprovalError with ``held``) for
+        an enforced refusal; return the decision otherwise."""
+        if self.applied == "deny":
+            raise PolicyDeniedError(dict(self.raw))
+        if self.applied == "quarantine":
+            raise QuarantinedError(dict(self.raw))
+        if held and self.applied == "require_approval":
+            raise HeldForApprovalError(dict(self.raw))
+        return self
+
+
+def _decision_or_none(value: Any) -> Decision | None:
+    return Decision.from_json(value) if isinstance(value, Mapping) else None
+
+
+@dataclass(frozen=True)
+class ReviewResult(_RawAccess):
+    """``memgov.approve`` / ``memgov.deny``: the request's new status (``approved`` or ``denied``)
+    and, for an approval, the decision the current policy took on re-deciding it."""
+
+    request_id: uuid.UUID | None
+    status: str
+    decision: Decision | None = None
+    raw: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> ReviewResult:
+        return cls(_uuid(data.get("request_id")), str(data.get("status")), _decision_or_none(data.get("decision")),
+                   dict(data))  # fmt: skip
+
+
+@dataclass(frozen=True)
+class QuarantineResult(_RawAccess):
+    """``memgov.release_quarantine`` / ``memgov.purge_quarantine``: ``released`` or ``purged``."""
+
+    quarantine_id: uuid.UUID | None
+    status: str
+    memory_id: uuid.UUID | None = None
+    raw: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> QuarantineResult:
+        return cls(_uuid(data.get("quarantine_id")), str(data.get("status")), _uuid(data.get("memory_id")), dict(data))
+
+
+@dataclass(frozen=True)
+class FeedbackResult(_RawAccess):
+    """``memgov.confirm`` / ``reject`` / ``edit``: the feedback event and its ``outcome``
+    (confirm: confirmed, approved, refused; reject: lowered, deleted, refused; edit: the
+    action applied). ``decision``: edit's decision, or the policy's refusal of a pending
+    memory's confirmation."""
+
+    memory_id: uuid.UUID | None
+    kind: str
+    outcome: str | None
+    event_id: int | None = None
+    confidence_before: Decimal | None = None
+    confidence_after: Decimal | None = None
+    decision: Decision | None = None
+    raw: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> FeedbackResult:
+        decision = data.get("decision")
+        if decision is None and "action" in data:  # edit: the decision and the feedback in one object
+            decision = data
+        event_id = data.get("event_id")
+        return cls(
+            memory_id=_uuid(data.get("memory_id")),
+            kind=str(data.get("kind")),
+            outcome=data.get("outcome"),
+            event_id=None if event_id is None else int(event_id),
+            confidence_before=_decimal(data.get("confidence_before")),
+            confidence_after=_decimal(data.get("confidence_after")),
+            decision=_decision_or_none(decision),
+            raw=dict(data),
+        )
+
+
+__all__ = ["Decision", "FeedbackResult", "QuarantineResult", "ReviewResult"]
