@@ -48,6 +48,24 @@ def test_compose_one_shot_service_waits_for_health_then_migrates_deploys_schedul
     assert "pip install" in dockerfile and "memgov-init" in dockerfile
 
 
+def test_dockerignore_keeps_local_state_out_and_what_the_image_copies_in():
+    ignored = {
+        line.strip() for line in (REPO / ".dockerignore").read_text(encoding="utf-8").splitlines()
+        if line.strip() and not line.startswith("#")
+    }  # fmt: skip
+    assert {".git", ".venv", ".memgov"} <= ignored
+    copied = [
+        source
+        for line in (REPO / "Dockerfile").read_text(encoding="utf-8").splitlines()
+        if line.startswith("COPY ")
+        for source in line.split()[1:-1]
+    ]
+    assert copied, "the Dockerfile copies nothing?"
+    for source in copied:
+        assert (REPO / source).exists(), source
+        assert source.split("/")[0] not in ignored, f"{source} is copied but .dockerignore excludes it"
+
+
 @pytest.mark.docker
 @pytest.mark.skipif(
     os.environ.get("MEMGOV_TEST_DOCKER") != "1", reason="no Docker engine here: set MEMGOV_TEST_DOCKER=1 where one runs"
