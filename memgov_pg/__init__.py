@@ -1,21 +1,58 @@
-"""memgov-pg: governance of AI agents' long-term memory inside PostgreSQL."""
+"""memgov-pg: governance of AI agents' long-term memory inside PostgreSQL.
+
+The public API, importable from ``memgov_pg``: the engines (:class:`MemoryPolicyEngine`,
+:class:`SyncMemoryPolicyEngine`), their typed results (:class:`Decision`,
+:class:`FeedbackResult`, :class:`QuarantineResult`, :class:`ReviewResult`) and the
+exceptions, all subclasses of :class:`MemgovError`. Importing the package loads neither
+SQLAlchemy nor Alembic: ``memgov_pg.sqlalchemy`` and ``memgov_pg.alembic_ops`` do.
+"""
 
 from __future__ import annotations
 
-from .engine import MemoryPolicyEngine, PolicyDeniedError, QuarantinedError, SyncMemoryPolicyEngine
-from .errors import ClusterError, ConnectionFailed, MemgovError
+from .decisions import Decision, FeedbackResult, QuarantineResult, ReviewResult
+from .engine import Item, MemoryPolicyEngine, SyncMemoryPolicyEngine
+from .errors import (
+    BusyError,
+    ClusterError,
+    ConflictError,
+    ConnectionFailed,
+    EngineError,
+    HeldForApprovalError,
+    MemgovError,
+    NotFoundError,
+    NotPermittedError,
+    PolicyDeniedError,
+    QuarantinedError,
+    SQLError,
+    TenantRequiredError,
+)
 from .policy import PolicyValidationError
+from .tenants import InvalidTenantId
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "BusyError",
     "ClusterError",
+    "ConflictError",
     "ConnectionFailed",
+    "Decision",
+    "EngineError",
+    "FeedbackResult",
+    "HeldForApprovalError",
+    "InvalidTenantId",
+    "Item",
     "MemgovError",
     "MemoryPolicyEngine",
+    "NotFoundError",
+    "NotPermittedError",
     "PolicyDeniedError",
     "PolicyValidationError",
+    "QuarantineResult",
     "QuarantinedError",
+    "ReviewResult",
+    "SQLError",
     "SyncMemoryPolicyEngine",
+    "TenantRequiredError",
     "__version__",
 ]

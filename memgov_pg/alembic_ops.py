@@ -69,6 +69,7 @@ class DeployMemoryPolicyOp(MigrateOperation):
         return result
 
     def reverse(self) -> MigrateOperation:
+        """The operation that undoes this one: undeploy the policy's version in the same tenant."""
         version = load_policy(self.policy).version
         return UndeployMemoryPolicyOp(version, self.tenant)
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .db import connect
-from .errors import MemgovError
+from .errors import ExitCode, MemgovError
 from .resources import query
 from .retention import SchemaMissing, require_schema
 
@@ -27,7 +27,7 @@ _ANCHOR = re.compile(r"([1-9][0-9]{0,17}):([0-9a-fA-F]{64})")
 class InvalidAnchor(MemgovError):
     """An --anchor that is not SEAL_ID:HASH: a usage error (exit 2, like click's)."""
 
-    exit_code = 2
+    exit_code = ExitCode.USAGE
 
 
 @dataclass(frozen=True)

@@ -52,6 +52,7 @@ def _pkglibdir(bindir: Path) -> Path:
 
 
 def check_pg_cron(bindir: Path) -> None:
+    """Raise ClusterError unless pg_cron's library is installed for the PostgreSQL in ``bindir``."""
     if not (_pkglibdir(bindir) / "pg_cron.so").is_file():
         raise ClusterError(
             f"pg_cron is not installed for the PostgreSQL in {bindir}: "
@@ -65,12 +66,14 @@ def dsn_for(port: int, dbname: str) -> str:
 
 
 def free_port() -> int:
+    """A TCP port on 127.0.0.1 that is free right now (the OS picks it)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
 
 
 def port_is_free(port: int) -> bool:
+    """Whether ``port`` on 127.0.0.1 can be bound right now."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         try:
             s.bind(("127.0.0.1", port))
@@ -89,6 +92,10 @@ class OsUser:
 
     @classmethod
     def for_server(cls) -> OsUser:
+        """The user to run PostgreSQL as: ourselves, or when root ``MEMGOV_PG_OS_USER`` (default ``postgres``).
+
+        Raises ClusterError when, as root, that user does not exist or is root itself.
+        """
         if os.geteuid() != 0:
             entry = pwd.getpwuid(os.geteuid())
             return cls(entry.pw_name, entry.pw_uid, entry.pw_gid)
@@ -106,6 +113,7 @@ class OsUser:
 
     @property
     def is_self(self) -> bool:
+        """Whether this user is the one running this process (no switch of user needed)."""
         return self.uid == os.geteuid()
 
     def run(self, args: Sequence[str], **kwargs: object) -> subprocess.CompletedProcess[str]:
@@ -121,9 +129,11 @@ class OsUser:
         )
 
     def can_write(self, path: Path) -> bool:
+        """Whether this user can write ``path`` (``test -w`` run as the user)."""
         return self.run(["test", "-w", str(path)]).returncode == 0
 
     def own(self, path: Path) -> None:
+        """Give ``path`` to this user (chown), unless it is ourselves."""
         if not self.is_self:
             os.chown(path, self.uid, self.gid)
 
@@ -142,6 +152,7 @@ class LocalCluster:
 
     # -- connection strings ---------------------------------------------------
     def dsn(self, dbname: str = "postgres") -> str:
+        """The superuser DSN of database ``dbname`` on this cluster."""
         return dsn_for(self.port, dbname)
 
     # -- lifecycle ------------------------------------------------------------
@@ -150,6 +161,7 @@ class LocalCluster:
 
     @property
     def initialized(self) -> bool:
+        """Whether initdb has run (``data/PG_VERSION`` exists)."""
         return (self.datadir / "PG_VERSION").is_file()
 
     def init(self) -> None:
@@ -199,9 +211,11 @@ class LocalCluster:
                 raise ClusterError(f"cannot write {main_conf}: {_last_line(out)}")
 
     def is_running(self) -> bool:
+        """Whether the cluster is initialized and its server runs (``pg_ctl status``)."""
         return self.initialized and self._pg("pg_ctl", "-D", str(self.datadir), "status").returncode == 0
 
     def start(self) -> None:
+        """Start the server (no-op when running); ClusterError when the port is taken or it fails."""
         if self.is_running():
             return
         if not port_is_free(self.port):
@@ -211,6 +225,7 @@ class LocalCluster:
             raise ClusterError(f"PostgreSQL did not start ({_last_line(out)}); see {self.logfile}")
 
     def stop(self) -> None:
+        """Stop the server (fast shutdown; no-op when stopped); ClusterError when it fails."""
         if not self.is_running():
             return
         out = self._pg("pg_ctl", "-D", str(self.datadir), "-m", "fast", "-w", "-t", "60", "stop")
@@ -226,6 +241,7 @@ class LocalCluster:
             conn.execute(query("create_extension_pg_cron"))
 
     def create_database(self, name: str) -> None:
+        """Create database ``name`` unless it exists."""
         from psycopg import sql
 
         from .db import connect
@@ -291,6 +307,11 @@ class EmbeddedCluster:
         return Path("/var/tmp") / f"memgov-{digest}"
 
     def up(self) -> LocalCluster:
+        """Create (on first use), configure and start the embedded cluster; return it.
+
+        Records its place and port in ``cluster.json``, picks another free port when the
+        recorded one is taken, and creates pg_cron and the ``memgov`` database.
+        """
         state = self._state()
         self.home.mkdir(parents=True, exist_ok=True)
         if state is None:

@@ -33,7 +33,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .policy.model import Condition, Policy, RelativeTime, Rule, settings_json
+from .policy.durations import RelativeTime
+from .policy.model import Condition, Policy, Rule, settings_json
 from .policy.vocabulary import COMPUTED, DECISION_RISK, SOURCES, Computed, computed_for, lookup_field
 from .sql_literals import dollar_quote, jsonb_literal, literal, text_array
 from .tenants import check_tenant_id, scope_text
@@ -116,6 +117,7 @@ def condition_sql(cond: Condition) -> str:
 
 
 def conditions_sql(conditions: Sequence[Condition], match: str) -> str:
+    """The SQL test of ``conditions`` joined by AND (``match == 'all'``) or OR; ``true`` when there are none."""
     if not conditions:
         return "true"
     parts = [condition_sql(c) for c in conditions]
@@ -141,6 +143,9 @@ class IndexedRule:
 
 
 def index_rule(rule: Rule) -> IndexedRule:
+    """Split a rule's static scope off: its category scope, and its ``operation_type`` eq / in
+    conditions (``match: all``, or a single condition), become what dispatch branches on.
+    """
     operations: frozenset[str] | None = None
     remaining = list(rule.conditions)
     if rule.match == "all" or len(remaining) == 1:
@@ -161,12 +166,17 @@ def index_rule(rule: Rule) -> IndexedRule:
 
 
 def function_name(org_id: str, sha256: str) -> str:
+    """The compiled functions' base name: a hash of the compiler version, the tenant and the policy's sha256."""
     digest = hashlib.sha256(f"{COMPILER_VERSION}\0{org_id}\0{sha256}".encode()).hexdigest()
     return f"policy_{digest[:16]}"
 
 
 @dataclass(frozen=True)
 class CompiledPolicy:
+    """A policy compiled for one scope (``'*'`` or a tenant): the function name, the SQL for
+    review and the decide / explain / retention bodies that ``memgov.install_policy`` receives.
+    """
+
     policy: Policy
     org_id: str
     function_name: str

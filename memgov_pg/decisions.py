@@ -70,6 +70,7 @@ class Decision(_RawAccess):
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any], sqlstate: str | None = None) -> Decision:
+        """The decision in a function's JSON result, or a notice's DETAIL (``sqlstate`` MG201 / MG202)."""
         decision_id = data.get("decision_id")
         return cls(
             action=str(data.get("action")),
@@ -90,6 +91,7 @@ class Decision(_RawAccess):
 
     @property
     def applied(self) -> str:
+        """What was done: ``action`` when the decision is enforced, ``allow`` otherwise (monitor mode)."""
         return self.action if self.enforced else "allow"
 
     def raise_for(self, *, held: bool = False) -> Decision:
@@ -120,6 +122,7 @@ class ReviewResult(_RawAccess):
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> ReviewResult:
+        """The result of ``memgov.approve`` / ``memgov.deny`` from its JSON."""
         return cls(_uuid(data.get("request_id")), str(data.get("status")), _decision_or_none(data.get("decision")),
                    dict(data))  # fmt: skip
 
@@ -135,6 +138,7 @@ class QuarantineResult(_RawAccess):
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> QuarantineResult:
+        """The result of ``memgov.release_quarantine`` / ``memgov.purge_quarantine`` from its JSON."""
         return cls(_uuid(data.get("quarantine_id")), str(data.get("status")), _uuid(data.get("memory_id")), dict(data))
 
 
@@ -156,6 +160,7 @@ class FeedbackResult(_RawAccess):
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> FeedbackResult:
+        """The result of ``memgov.confirm`` / ``reject`` / ``edit`` from its JSON (edit's decision included)."""
         decision = data.get("decision")
         if decision is None and "action" in data:  # edit: the decision and the feedback in one object
             decision = data

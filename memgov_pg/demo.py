@@ -30,6 +30,8 @@ TENANT = "demo"
 
 @dataclass
 class Step:
+    """One line of the demo's story: who did what, and what memgov decided."""
+
     actor: str
     what: str
     result: str
@@ -61,17 +63,20 @@ def one(conn: psycopg.Connection[Any], name: str, params: dict[str, Any]) -> Any
 
 
 def fact(text: str, category: str, confidence: float, **extra: Any) -> dict[str, Any]:
+    """A memory item of the demo tenant (``extra`` overrides or adds columns)."""
     return {"org_id": TENANT, "project_id": "atlas", "agent_id": "assistant-1", "subject_id": "olena",
             "category": category, "fact_text": text, "source": "agent_extracted", "confidence": confidence,
             "context_source": "mcp"} | extra  # fmt: skip
 
 
 def describe(decision: dict[str, Any]) -> str:
+    """A decision as one line: its action, the rules that matched, its reason codes."""
     rules = ", ".join(decision.get("matched_rule_ids") or []) or "no rule (on_policy_miss)"
     return f"{decision['action']} — {rules} [{', '.join(decision.get('reason_codes') or [])}]"
 
 
 def play(conn: psycopg.Connection[Any]) -> list[Step]:
+    """Play the story on ``conn`` (writes, feedback, a review, the retention sweep); return its steps."""
     steps: list[Step] = []
     ids: dict[str, dict[str, Any]] = {}
 
@@ -137,6 +142,7 @@ def play(conn: psycopg.Connection[Any]) -> list[Step]:
 
 
 def run_demo(dsn: str | None) -> None:
+    """Migrate, deploy policies/default.yaml, reset the demo tenant, play the story and print it."""
     console = Console()
     target = resolve_dsn(dsn)
     before, after = upgrade(target)

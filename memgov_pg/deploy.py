@@ -79,6 +79,10 @@ def optional_connection(dsn: str | None) -> Iterator[psycopg.Connection[Any] | N
 
 
 def compile_file(path: str | Path, tenant: str | None = None, dsn: str | None = None) -> CompiledPolicy:
+    """Load, validate and compile a policy file for ``tenant`` (the global scope without one).
+
+    Regexes are checked by PostgreSQL when a database is configured, otherwise offline.
+    """
     org_id = scope_of(tenant)
     with optional_connection(dsn) as conn:
         return compile_policy(load(path, conn), org_id)
@@ -86,6 +90,8 @@ def compile_file(path: str | Path, tenant: str | None = None, dsn: str | None = 
 
 @dataclass(frozen=True)
 class Deployed:
+    """What a deploy did: the version, the scope, the compiled function's name, the number of rules, the warnings."""
+
     version: str
     org_id: str
     function_name: str
@@ -94,6 +100,7 @@ class Deployed:
 
 
 def deployed(policy: Policy, compiled: CompiledPolicy) -> Deployed:
+    """The :class:`Deployed` summary of ``policy`` compiled as ``compiled``."""
     rules = len(policy.write_rules) + len(policy.retention_rules)
     return Deployed(policy.version, compiled.org_id, compiled.function_name, rules, policy.warnings)
 
@@ -171,6 +178,7 @@ def rollback(dsn: str, tenant: str | None = None, to: str | None = None) -> str:
 
 
 def parse_item(text: str) -> dict[str, Any]:
+    """The JSON object of ``--item``; MemgovError when it is not valid JSON or not an object."""
     try:
         item = json.loads(text)
     except ValueError as exc:

@@ -105,11 +105,14 @@ class Finding:
 
 @dataclass(frozen=True)
 class Report:
+    """What ``memgov doctor`` found in one database (as ``user``): every finding, in order."""
+
     database: str
     user: str
     findings: tuple[Finding, ...]
 
     def count(self, severity: str) -> int:
+        """How many findings have ``severity`` (``error``, ``warning`` or ``info``)."""
         return sum(1 for f in self.findings if f.severity == severity)
 
     def failed(self, fail_on: str = WARNING) -> bool:
@@ -118,6 +121,7 @@ class Report:
         return any(f.severity in failing for f in self.findings)
 
     def summary(self) -> str:
+        """The closing line of ``memgov doctor``: clean, or how many errors, warnings and notes."""
         counts = {s: self.count(s) for s in SEVERITIES}
         if not counts[ERROR] and not counts[WARNING]:
             notes = f" ({_plural(counts[INFO], 'note')})" if counts[INFO] else ""
@@ -128,6 +132,7 @@ class Report:
         return f"memgov doctor: database {self.database}: {', '.join(parts)}"
 
     def to_json(self, fail_on: str = WARNING) -> dict[str, Any]:
+        """The report as ``memgov doctor --json`` prints it; ``ok`` is the opposite of :meth:`failed`."""
         return {
             "database": self.database,
             "user": self.user,
@@ -312,7 +317,8 @@ def _api(row: dict[str, Any]) -> tuple[str, ...]:
 
 
 def _is_finding(row: dict[str, Any]) -> bool:
-    kind, privilege = row["kind"], row["privilege"]
+    kind: str = row["kind"]
+    privilege: str = row["privilege"]
     if kind in ("function", "procedure"):
         return row["object"] not in _api(row)
     if kind in ("table", "view"):

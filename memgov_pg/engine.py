@@ -28,10 +28,12 @@ from .decisions import Decision, FeedbackResult, QuarantineResult, ReviewResult
 from .errors import (
     ConnectionFailed,
     HeldForApprovalError,
+    MemgovError,
     PolicyDeniedError,
     QuarantinedError,
+    SQLError,
     TenantRequiredError,
-    from_dbapi_error,
+    engine_error,
 )
 from .resources import query
 from .tenants import check_tenant_id
@@ -46,9 +48,10 @@ def _tenant(org_id: str | None) -> str:
     return org_id
 
 
-def _translate(exc: psycopg.Error) -> Exception:
-    """A memgov exception for MG403 / MG404 / MG409 / 42501, else the psycopg error itself."""
-    return from_dbapi_error(exc) or exc
+def _translate(exc: psycopg.Error) -> MemgovError:
+    """The memgov exception for a database error: MG403 / MG404 / MG409 / 42501 their own
+    classes, any other SQLSTATE a SQLError, a lost connection ConnectionFailed."""
+    return engine_error(exc) or SQLError(str(exc), exc.sqlstate or "")
 
 
 def _mapping(value: Any) -> Mapping[str, Any]:
@@ -121,13 +124,12 @@ class MemoryPolicyEngine:
     @asynccontextmanager
     async def _transaction(self) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
         org_id = _tenant(self.org_id)
-        async with self.pool.connection() as conn:
-            try:
-                async with conn.transaction():
-                    await conn.execute(query("set_tenant"), {"org_id": org_id})
-                    yield conn
-            except psycopg.Error as exc:
-                raise _translate(exc) from None
+        try:
+            async with self.pool.connection() as conn, conn.transaction():
+                await conn.execute(query("set_tenant"), {"org_id": org_id})
+                yield conn
+        except psycopg.Error as exc:  # psycopg_pool's PoolTimeout is one too
+            raise _translate(exc) from exc
 
     async def _one(self, name: str, params: dict[str, Any]) -> Any:
         async with self._transaction() as conn:
@@ -247,13 +249,12 @@ class SyncMemoryPolicyEngine:
     @contextmanager
     def _transaction(self) -> Iterator[psycopg.Connection[Any]]:
         org_id = _tenant(self.org_id)
-        with self.pool.connection() as conn:
-            try:
-                with conn.transaction():
-                    conn.execute(query("set_tenant"), {"org_id": org_id})
-                    yield conn
-            except psycopg.Error as exc:
-                raise _translate(exc) from None
+        try:
+            with self.pool.connection() as conn, conn.transaction():
+                conn.execute(query("set_tenant"), {"org_id": org_id})
+                yield conn
+        except psycopg.Error as exc:  # psycopg_pool's PoolTimeout is one too
+            raise _translate(exc) from exc
 
     def _one(self, name: str, params: dict[str, Any]) -> Any:
         with self._transaction() as conn:

@@ -10,15 +10,53 @@ wrapping one, into them.
 from __future__ import annotations
 
 import json
+from enum import IntEnum
 from typing import Any, ClassVar
 
 Decision = dict[str, Any]
 
 
+class ExitCode(IntEnum):
+    """The exit status of every ``memgov`` command (README, Operations: "Exit codes").
+
+    ``memgov status --check`` is the one exception, a monitoring probe: 0 healthy,
+    1 degraded, 2 unreachable.
+    """
+
+    OK = 0
+    #: an error (one line on stderr), or findings: doctor, verify-log, a failing check
+    FAILED = 1
+    #: the command line is wrong: an unknown option, a malformed tenant id or anchor
+    USAGE = 2
+    #: another session holds what the command needs: a sweep in progress, a lock not
+    #: granted within ``lock_timeout`` (SQLSTATE 55P03); nothing was done, try again later
+    BUSY = 3
+    #: Ctrl-C (SIGINT): committed work stays committed, the rest was rolled back
+    INTERRUPTED = 130
+
+
+class CheckStatus(IntEnum):
+    """The exit status of ``memgov status --check``, as monitoring plugins use it."""
+
+    HEALTHY = 0
+    DEGRADED = 1
+    UNREACHABLE = 2
+
+
+#: SQLSTATEs that mean "busy, try again": lock_not_available (``lock_timeout``, ``NOWAIT``)
+BUSY_SQLSTATES = frozenset({"55P03"})
+
+
 class MemgovError(Exception):
     """A mistake the user can fix: the message says what to do next."""
 
-    exit_code = 1
+    exit_code: int = ExitCode.FAILED
+
+
+class BusyError(MemgovError):
+    """Another session holds what the command needs; nothing was done: try again later (exit 3)."""
+
+    exit_code = ExitCode.BUSY
 
 
 class ConnectionFailed(MemgovError):
@@ -41,7 +79,7 @@ class TenantRequiredError(MemgovError):
 class EngineError(MemgovError):
     """A refusal or conflict raised by the SQL engine; ``sqlstate`` says which."""
 
-    sqlstate: ClassVar[str] = ""
+    sqlstate: str = ""
 
     def __init__(self, message: str, *, hint: str | None = None) -> None:
         super().__init__(message)
@@ -69,6 +107,7 @@ class PolicyDeniedError(EngineError):
 
     @property
     def rule_id(self) -> str | None:
+        """The first rule that matched, or None (no rule: ``on_policy_miss``, or no decision)."""
         return self.rule_ids[0] if self.rule_ids else None
 
 
@@ -118,6 +157,16 @@ class NotPermittedError(EngineError):
     sqlstate = "42501"
 
 
+class SQLError(EngineError):
+    """Any other error the database raised in an engine call (54000 an oversized item, 22023 a
+    malformed value, 23514 a failed check …): ``sqlstate`` is the database's, ``hint`` its HINT,
+    and the psycopg error is ``__cause__``."""
+
+    def __init__(self, message: str, sqlstate: str, *, hint: str | None = None) -> None:
+        super().__init__(message, hint=hint)
+        self.sqlstate = sqlstate
+
+
 _BY_SQLSTATE: dict[str, type[EngineError]] = {
     cls.sqlstate: cls for cls in (NotFoundError, ConflictError, NotPermittedError)
 }
@@ -146,6 +195,26 @@ def _decision(detail: str | None) -> Decision:
     except ValueError:
         return {}
     return value if isinstance(value, dict) else {}
+
+
+def engine_error(exc: BaseException) -> MemgovError | None:
+    """Like :func:`from_dbapi_error`, but every database error becomes a :class:`MemgovError`:
+    one without a SQLSTATE (the connection was lost, the pool timed out) a :class:`ConnectionFailed`,
+    any other SQLSTATE a :class:`SQLError`. None when ``exc`` holds no database error."""
+    known = from_dbapi_error(exc)
+    if known is not None:
+        return known
+    error = _dbapi_error(exc)
+    if error is None:
+        return None
+    message = (error.diag.message_primary or str(error).strip() or type(error).__name__).removeprefix("memgov: ")
+    result: MemgovError
+    if error.sqlstate is None:
+        result = ConnectionFailed(message)
+    else:
+        result = SQLError(message, error.sqlstate, hint=error.diag.message_hint)
+    result.__cause__ = error
+    return result
 
 
 def from_dbapi_error(exc: BaseException) -> EngineError | None:
@@ -178,16 +247,22 @@ def from_dbapi_error(exc: BaseException) -> EngineError | None:
 
 
 __all__ = [
+    "BUSY_SQLSTATES",
+    "BusyError",
+    "CheckStatus",
     "ClusterError",
     "ConflictError",
     "ConnectionFailed",
     "EngineError",
+    "ExitCode",
     "HeldForApprovalError",
     "MemgovError",
     "NotFoundError",
     "NotPermittedError",
     "PolicyDeniedError",
     "QuarantinedError",
+    "SQLError",
     "TenantRequiredError",
+    "engine_error",
     "from_dbapi_error",
 ]

@@ -50,6 +50,7 @@ class FrozenSqlError(MemgovError):
 
 
 def digest(text: bytes) -> str:
+    """``sha256:<hex>`` of ``text``: how a revision pins a schema file."""
     return "sha256:" + hashlib.sha256(text).hexdigest()
 
 
@@ -110,6 +111,7 @@ def execute_revision_sql(revision_file: str, direction: str) -> None:
 
 
 def has_section(revision_file: str | Path, direction: str) -> bool:
+    """Whether a revision's ``.sql`` file exists and has a ``-- migrate:<direction>`` section."""
     path = Path(revision_file).with_suffix(".sql")
     return path.is_file() and direction in _SECTION.findall(path.read_text(encoding="utf-8"))
 
@@ -128,6 +130,7 @@ _FROZEN_BLOCK = re.compile(r"(# frozen: written by scripts/freeze-migration, not
 
 
 def initial_revision() -> Path:
+    """The path of the initial revision script (``alembic/versions/0001_initial.py``)."""
     return alembic_dir() / "versions" / "0001_initial.py"
 
 
@@ -183,6 +186,7 @@ def freeze_main(argv: Sequence[str]) -> int:
 
 
 def alembic_config(dsn: str | None = None) -> Config:
+    """An Alembic Config for memgov's scripts; ``dsn`` is handed to ``env.py`` (``attributes['dsn']``)."""
     config = Config()
     config.set_main_option("script_location", str(alembic_dir()))
     if dsn is not None:
@@ -191,6 +195,7 @@ def alembic_config(dsn: str | None = None) -> Config:
 
 
 def head_revision() -> str:
+    """The head revision of memgov's shipped Alembic scripts."""
     head = ScriptDirectory.from_config(alembic_config()).get_current_head()
     assert head is not None
     return head
@@ -241,10 +246,14 @@ class Located:
 
     @property
     def table(self) -> str | None:
+        """The table that records memgov's revision (or the host table that implies it), else None."""
         return self.records[0][0] if self.records else self.implied_in
 
     @property
     def revision(self) -> str | None:
+        """memgov's recorded revision; when only implied by a host's revision, the shipped
+        head if memgov ships a single revision, else None (also: nothing recorded).
+        """
         if self.records:
             return self.records[0][1]
         shipped = shipped_revisions()
@@ -254,6 +263,7 @@ class Located:
 
     @property
     def host_owned(self) -> bool:
+        """Whether a host's Alembic table, not memgov's own, records (or implies) memgov's revision."""
         return self.table is not None and self.table != OWN_VERSION_TABLE
 
 
@@ -272,7 +282,7 @@ def locate(dsn: str, version_table: str | None = None) -> Located:
             exists = conn.execute(query("version_table_exists"), {"table": ident.as_string(conn)}).fetchone()
             if not (exists and exists[0]):
                 continue
-            stmt = sql.SQL(query("current_revision")).format(table=ident)  # type: ignore[arg-type]
+            stmt = sql.SQL(query("current_revision")).format(table=ident)
             rows = [rev for (rev,) in conn.execute(stmt).fetchall()]
             own = table == OWN_VERSION_TABLE
             records += [(table, rev) for rev in rows if own or rev in shipped]
@@ -301,6 +311,8 @@ def _alembic(run: Callable[[], None]) -> None:
 
 @dataclass(frozen=True)
 class Migrated:
+    """What ``memgov migrate`` did: the revisions before and after, where it is recorded, whether a host owns it."""
+
     before: str | None
     after: str | None
     version_table: str
@@ -360,6 +372,7 @@ def upgrade(dsn: str, revision: str = "head", version_table: str | None = None) 
 
 
 def downgrade(dsn: str, revision: str) -> None:
+    """Downgrade the memgov schema to ``revision`` (Alembic); ConnectionFailed first when the DSN does not work."""
     connect(dsn).close()
     _alembic(lambda: command.downgrade(alembic_config(dsn), revision))
 

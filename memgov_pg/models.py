@@ -94,9 +94,11 @@ class EnumText(TypeDecorator[Any]):
         self.enum_class = enum_class
 
     def process_bind_param(self, value: Any, dialect: Any) -> str | None:
+        """The member's text for the database (ValueError for a value not in the enum)."""
         return None if value is None else str(self.enum_class(value))
 
     def process_result_value(self, value: Any, dialect: Any) -> Any:
+        """The enum member for the database's text."""
         return None if value is None else self.enum_class(value)
 
 

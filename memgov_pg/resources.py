@@ -88,4 +88,5 @@ def queries() -> dict[str, str]:
 
 
 def query(name: str) -> str:
+    """The SQL of the named query in ``sql/queries.sql``; KeyError for an unknown name."""
     return queries()[name]

@@ -23,7 +23,7 @@ import psycopg
 from psycopg import conninfo, errors
 
 from .db import connect, first_line
-from .errors import MemgovError
+from .errors import BusyError, MemgovError
 from .resources import query
 
 JOB_PREFIX = "memgov-maintenance:"
@@ -43,8 +43,8 @@ class SchemaMissing(MemgovError):
     """The database has no memgov schema."""
 
 
-class MaintenanceBusy(MemgovError):
-    """Another maintenance run holds the lock of this database."""
+class MaintenanceBusy(BusyError):
+    """Another maintenance run holds the lease of this database: nothing was done (exit 3)."""
 
 
 def job_name(database: str) -> str:
@@ -59,6 +59,7 @@ def _dsn_with_dbname(dsn: str, dbname: str) -> str:
 
 
 def require_schema(conn: psycopg.Connection[Any]) -> None:
+    """Raise SchemaMissing unless ``conn``'s database has the memgov schema."""
     row = conn.execute(query("memgov_schema_installed")).fetchone()
     if not (row and row[0]):
         database = conn.info.dbname
@@ -166,9 +167,12 @@ def find_job(dsn: str, conn: psycopg.Connection[Any]) -> dict[str, Any]:
                 columns = [c.name for c in cur.description or ()]
                 found = cur.fetchone()
                 last = dict(zip(columns, found, strict=True)) if found else None
-            return {"cron_database": cron_db, "job_name": name, "job": job, "last_run": last, "error": None}
+            log_run = cron.execute(query("cron_log_run")).fetchone()
+            return {"cron_database": cron_db, "job_name": name, "job": job, "last_run": last,
+                    "logs_runs": not (log_run and log_run[0] == "off"), "error": None}  # fmt: skip
     except (MemgovError, psycopg.Error) as exc:
-        return {"cron_database": None, "job_name": None, "job": None, "last_run": None, "error": _message(exc)}
+        return {"cron_database": None, "job_name": None, "job": None, "last_run": None, "logs_runs": None,
+                "error": _message(exc)}  # fmt: skip
 
 
 def _message(exc: BaseException) -> str:
@@ -248,6 +252,9 @@ def _summary(run_row: dict[str, Any]) -> dict[str, Any]:
     summary["status"] = run_row["status"]
     summary["dry_run"] = run_row["dry_run"]
     started, finished = run_row.get("started_at"), run_row.get("finished_at")
+    # the row's own timestamps, not the summary's JSON text of them (PostgreSQL drops trailing
+    # zeros of the fraction there), so that every --json prints one format
+    summary.update({key: value for key, value in (("started_at", started), ("finished_at", finished)) if value})
     if started is not None and finished is not None:
         summary["seconds"] = round((finished - started).total_seconds(), 3)
     return summary
@@ -454,8 +461,17 @@ def health(data: dict[str, Any]) -> list[str]:
     problems: list[str] = []
     if not data["schema_exists"]:
         return ["schema memgov is not installed: run `memgov migrate`"]
-    if data["schema_revision"] not in (None, data["head_revision"]):
-        problems.append(f"schema revision {data['schema_revision']} is behind head {data['head_revision']}")
+    revision, head = data["schema_revision"], data["head_revision"]
+    if revision not in (None, head):
+        from .migrate import shipped_revisions
+
+        if revision in shipped_revisions():
+            problems.append(f"schema revision {revision} is behind head {head}")
+        else:  # not an older revision: one this memgov-pg does not know
+            problems.append(
+                f"schema revision {revision} is not one this memgov-pg ships (its head is {head}): "
+                "a newer memgov-pg migrated it; upgrade memgov-pg"
+            )
     policies = data["policies"]
     if isinstance(policies, dict):
         problems.append(f"cannot read the policies: {policies['error']}")
@@ -491,7 +507,13 @@ def health(data: dict[str, Any]) -> list[str]:
 
 def _sweep_overdue(data: dict[str, Any], job: dict[str, Any], last: dict[str, Any] | None) -> list[str]:
     """A sweep overdue by more than one interval: none since the second-latest firing of its schedule.
-    A job that has never run is not overdue (pg_cron does not record when a job was created)."""
+
+    A job pg_cron has never run is not due yet, whatever memgov's own record holds (a sweep run by
+    hand before the job was installed): pg_cron does not record when a job was created. When
+    pg_cron records no runs at all (``cron.log_run = off``), memgov's record of its runs decides alone.
+    """
+    if last is None and data["pg_cron"].get("logs_runs"):
+        return []
     times = []
     run = data.get("last_maintenance_run")
     if isinstance(run, dict) and run.get("started_at") is not None:

@@ -52,11 +52,13 @@ def literal(value: Any) -> str:
 
 
 def text_array(values: Iterable[str]) -> str:
+    """A ``text[]`` literal of ``values`` (each quoted by :func:`literal`)."""
     items = [literal(v) for v in values]
     return f"ARRAY[{', '.join(items)}]::text[]" if items else "ARRAY[]::text[]"
 
 
 def jsonb_literal(doc: Any) -> str:
+    """A ``jsonb`` literal of ``doc`` (compact JSON, keys sorted, quoted by :func:`literal`)."""
     return f"{literal(json.dumps(doc, sort_keys=True, separators=(',', ':')))}::jsonb"
 
 

@@ -87,6 +87,7 @@ class JsonResult(TypeDecorator[T], Generic[T]):
         self.parse = parse
 
     def process_result_value(self, value: Any, dialect: Any) -> T | None:
+        """The typed result of the database's JSON (``parse(value)``), None for NULL."""
         return None if value is None else self.parse(value)
 
 
@@ -132,10 +133,12 @@ def memgov_forget(memory_id: uuid.UUID | str) -> Select[Decision]:
 
 
 def memgov_confirm(memory_id: uuid.UUID | str) -> Select[FeedbackResult]:
+    """``SELECT memgov.confirm(memory_id)``: the user confirms a memory (reviewer role)."""
     return _call("confirm", FeedbackResult.from_json, _id(memory_id))
 
 
 def memgov_reject(memory_id: uuid.UUID | str) -> Select[FeedbackResult]:
+    """``SELECT memgov.reject(memory_id)``: the user rejects a memory (reviewer role)."""
     return _call("reject", FeedbackResult.from_json, _id(memory_id))
 
 
@@ -145,18 +148,22 @@ def memgov_edit(memory_id: uuid.UUID | str, new_text: str) -> Select[FeedbackRes
 
 
 def memgov_approve(request_id: uuid.UUID | str, note: str | None = None) -> Select[ReviewResult]:
+    """``SELECT memgov.approve(request_id, note)``: approve a held write; the current policy re-decides it."""
     return _call("approve", ReviewResult.from_json, _id(request_id), bindparam(None, note, type_=Text))
 
 
 def memgov_deny(request_id: uuid.UUID | str, note: str | None = None) -> Select[ReviewResult]:
+    """``SELECT memgov.deny(request_id, note)``: deny a held write (reviewer role)."""
     return _call("deny", ReviewResult.from_json, _id(request_id), bindparam(None, note, type_=Text))
 
 
 def memgov_release_quarantine(quarantine_id: uuid.UUID | str) -> Select[QuarantineResult]:
+    """``SELECT memgov.release_quarantine(quarantine_id)``: store a quarantined write (MG403 if now denied)."""
     return _call("release_quarantine", QuarantineResult.from_json, _id(quarantine_id))
 
 
 def memgov_purge_quarantine(quarantine_id: uuid.UUID | str) -> Select[QuarantineResult]:
+    """``SELECT memgov.purge_quarantine(quarantine_id)``: erase a quarantined write's payload (the entry stays)."""
     return _call("purge_quarantine", QuarantineResult.from_json, _id(quarantine_id))
 
 

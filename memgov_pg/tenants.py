@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Any, Final
 
-from .errors import MemgovError
+from .errors import ExitCode, MemgovError
 
 if TYPE_CHECKING:  # the validation needs no database driver: the policy reader imports this module
     import psycopg
@@ -37,10 +37,11 @@ _SHOWN_MAX = 80
 class InvalidTenantId(MemgovError):
     """A tenant id that breaks the rule: a usage error (exit 2, like click's)."""
 
-    exit_code = 2
+    exit_code = ExitCode.USAGE
 
 
 def is_tenant_id(value: object) -> bool:
+    """Whether ``value`` is a string that is a valid tenant id."""
     return isinstance(value, str) and TENANT_ID.fullmatch(value) is not None
 
 

@@ -51,11 +51,13 @@ class Server:
     _stop: list[Any] = field(default_factory=list)
 
     def dsn(self, dbname: str) -> str:
+        """The superuser DSN of database ``dbname`` on this server."""
         params = conninfo.conninfo_to_dict(self.admin_dsn)
         params["dbname"] = dbname
         return conninfo.make_conninfo(**params)  # type: ignore[arg-type]
 
     def create_database(self, name: str, template: str | None = None) -> str:
+        """Create database ``name`` (a copy of ``template`` when given); return its DSN."""
         stmt = sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name))
         if template:
             stmt = sql.SQL("{} TEMPLATE {}").format(stmt, sql.Identifier(template))
@@ -64,10 +66,12 @@ class Server:
         return self.dsn(name)
 
     def drop_database(self, name: str) -> None:
+        """Drop database ``name`` if it exists, disconnecting its sessions (``WITH (FORCE)``)."""
         with connect(self.admin_dsn, autocommit=True) as conn:
             conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
 
     def close(self) -> None:
+        """Stop what was started for this server (the cluster, the container), last first."""
         for stop in reversed(self._stop):
             stop()
 
@@ -97,12 +101,12 @@ def _local_server() -> Server:
 
 def _docker_server() -> Server:
     try:
-        from testcontainers.core.image import DockerImage  # type: ignore[import-untyped]
-        from testcontainers.postgres import PostgresContainer  # type: ignore[import-untyped]
+        from testcontainers.core.image import DockerImage
+        from testcontainers.postgres import PostgresContainer
 
-        import docker  # type: ignore[import-untyped]
+        import docker
 
-        docker.from_env().ping()  # type: ignore[attr-defined]
+        docker.from_env().ping()
     except Exception as exc:  # no client library, no engine, no permission
         pytest.skip(f"MEMGOV_TEST_DOCKER=1 but no Docker engine answers: {exc}")
     from .resources import docker_dir
@@ -187,5 +191,6 @@ def empty_dsn(memgov_server: Server, request: pytest.FixtureRequest) -> Iterator
 
 @pytest.fixture
 def requires_pg_cron(memgov_server: Server) -> None:
+    """Skip the test unless the test server has loaded pg_cron."""
     if not memgov_server.has_pg_cron:
         pytest.skip("the test server has not loaded pg_cron (shared_preload_libraries)")

@@ -174,6 +174,10 @@ SELECT runid, status, start_time, end_time, return_message
  ORDER BY runid DESC
  LIMIT 1;
 
+-- name: cron_log_run
+-- Run in the cron database: whether pg_cron records its runs in cron.job_run_details ('on', the default).
+SELECT current_setting('cron.log_run', true) AS log_run;
+
 -- name: maintenance_last_run_id
 SELECT coalesce(max(run_id), 0) AS run_id FROM memgov.maintenance_runs WHERE org_id = '*';
 

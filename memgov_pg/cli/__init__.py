@@ -1,8 +1,9 @@
 """The ``memgov`` command line.
 
-Errors a user can fix are one line on stderr and a non-zero exit; usage
-mistakes exit 2 as with every click program. Each module adds its commands to
-the group of :mod:`.base`.
+Errors a user can fix are one line on stderr and a non-zero exit, from one
+table (:class:`memgov_pg.errors.ExitCode`): 1 failed, 2 usage (as with every
+click program), 3 busy, 130 interrupted. Each module adds its commands to the
+group of :mod:`.base`.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import click
 import psycopg
 
 from ..db import first_line
-from ..errors import MemgovError
+from ..errors import BUSY_SQLSTATES, ExitCode, MemgovError
 from ..policy import PolicyValidationError
 from . import admin, policies, retention, revision, server
 from .base import cli
@@ -36,22 +37,23 @@ def main(argv: list[str] | None = None) -> None:
     """Entry point: user mistakes become one line on stderr, never a traceback."""
     try:
         cli.main(args=argv, prog_name="memgov", standalone_mode=False)
-    except click.exceptions.Abort:
-        click.echo("memgov: aborted", err=True)
-        sys.exit(130)
+    except click.exceptions.Abort as exc:  # click's form of Ctrl-C, or a declined prompt
+        interrupted = isinstance(exc.__cause__, KeyboardInterrupt)
+        click.echo(f"memgov: {'interrupted' if interrupted else 'aborted'}", err=True)
+        sys.exit(ExitCode.INTERRUPTED)
     except click.ClickException as exc:
         exc.show()
         sys.exit(exc.exit_code)
     except PolicyValidationError as exc:
         for error in exc.errors:  # file:line: rule-id: message, one per line
             click.echo(str(error), err=True)
-        sys.exit(1)
+        sys.exit(ExitCode.FAILED)
     except MemgovError as exc:
         click.echo(f"memgov: error: {exc}", err=True)
         sys.exit(exc.exit_code)
     except psycopg.Error as exc:
         click.echo(f"memgov: error: {sql_error_line(exc)}", err=True)
-        sys.exit(1)
+        sys.exit(ExitCode.BUSY if exc.sqlstate in BUSY_SQLSTATES else ExitCode.FAILED)
     except KeyboardInterrupt:
         click.echo("memgov: interrupted", err=True)
-        sys.exit(130)
+        sys.exit(ExitCode.INTERRUPTED)

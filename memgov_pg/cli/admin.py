@@ -8,6 +8,7 @@ from typing import Any
 import click
 
 from ..db import resolve_dsn
+from ..errors import ExitCode
 from .base import check_tenant, cli, dsn_option, emit, json_option, to_json
 
 
@@ -105,7 +106,7 @@ def doctor(fail_on: str, dsn: str | None, as_json: bool) -> None:
             click.echo(str(finding))
         click.echo(report.summary())
     if report.failed(fail_on):
-        sys.exit(1)
+        sys.exit(ExitCode.FAILED)
 
 
 def check_anchor(ctx: click.Context, param: click.Parameter, value: str | None) -> Any:
@@ -132,4 +133,4 @@ def verify_log(anchor: Any, dsn: str | None, as_json: bool) -> None:
     report = verify(resolve_dsn(dsn), anchor)
     emit(report, as_json, lambda r: click.echo("\n".join(report_lines(r))))
     if not report["ok"]:
-        sys.exit(1)
+        sys.exit(ExitCode.FAILED)

@@ -16,6 +16,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 
 def dsn_option(func: F) -> F:
+    """The ``--dsn`` option (also ``MEMGOV_DSN``) of a command."""
     return click.option(
         "--dsn",
         envvar="MEMGOV_DSN",
@@ -25,6 +26,7 @@ def dsn_option(func: F) -> F:
 
 
 def json_option(func: F) -> F:
+    """The ``--json`` flag of a command, passed as ``as_json``."""
     return click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON.")(func)
 
 
@@ -36,6 +38,7 @@ def check_tenant(ctx: click.Context, param: click.Parameter, value: str | None) 
 
 
 def tenant_option(help_text: str) -> Callable[[F], F]:
+    """A ``--tenant ORG`` option with ``help_text``, checked by :func:`check_tenant`."""
     return click.option("--tenant", metavar="ORG", callback=check_tenant, help=help_text)
 
 
@@ -64,6 +67,7 @@ def to_json(data: Any) -> str:
 
 
 def emit(data: Any, as_json: bool, text: Callable[[Any], None]) -> None:
+    """Print ``data`` as JSON when ``as_json``, else through ``text``."""
     if as_json:
         click.echo(to_json(data))
     else:

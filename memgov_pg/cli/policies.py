@@ -9,11 +9,13 @@ from typing import Any
 import click
 
 from ..db import resolve_dsn
+from ..errors import ExitCode
 from ..policy import OPERATION_TYPES
 from .base import cli, dsn_option, emit, json_option, tenant_option
 
 
 def print_warnings(warnings: Any) -> None:
+    """Print each warning as one line on stderr."""
     for warning in warnings:
         click.echo(str(warning), err=True)
 
@@ -54,7 +56,7 @@ def validate(policies: tuple[str, ...], dsn: str | None, as_json: bool) -> None:
             if result["ok"]:
                 click.echo(f"{result['file']}: ok (version {result['version']})")
     if not all(r["ok"] for r in results):
-        sys.exit(1)
+        sys.exit(ExitCode.FAILED)
 
 
 @cli.command(name="compile")

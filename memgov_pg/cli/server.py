@@ -8,6 +8,7 @@ from typing import Any
 import click
 
 from ..db import resolve_dsn
+from ..errors import CheckStatus
 from .base import F, cli, dsn_option, emit, json_option, to_json
 
 
@@ -35,6 +36,7 @@ def down() -> None:
 
 
 def version_table_option(func: F) -> F:
+    """The ``--version-table [SCHEMA.]TABLE`` option: where memgov's Alembic revision is recorded."""
     return click.option(
         "--version-table",
         metavar="[SCHEMA.]TABLE",
@@ -101,7 +103,7 @@ def status(dsn: str | None, version_table: str | None, check: bool, as_json: boo
             click.echo(to_json({"status": "unreachable", "problems": [str(exc)]}))
         else:
             click.echo(f"unreachable: {exc}")
-        sys.exit(2)
+        sys.exit(CheckStatus.UNREACHABLE)
     problems = health(data)
     state = "degraded" if problems else "healthy"
     if as_json:
@@ -111,11 +113,13 @@ def status(dsn: str | None, version_table: str | None, check: bool, as_json: boo
             click.echo(problem)
         if not problems:
             click.echo(f"healthy: {data['database']}")
-    sys.exit(1 if problems else 0)
+    sys.exit(CheckStatus.DEGRADED if problems else CheckStatus.HEALTHY)
 
 
 def _print_status(d: dict[str, Any]) -> None:
-    line = lambda key, value: click.echo(f"{key:18} {value}")  # noqa: E731
+    def line(key: str, value: object) -> None:
+        click.echo(f"{key:18} {value}")
+
     line("database", f"{d['database']} (PostgreSQL {d['server_version']}, user {d['user']})")
     revision = d["schema_revision"] or (
         "unknown" if d["implied_by"] else

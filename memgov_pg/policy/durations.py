@@ -39,6 +39,7 @@ class Duration:
 
     @property
     def seconds(self) -> int:
+        """The duration in seconds."""
         return self.amount * _UNIT_SECONDS[self.unit]
 
     def __str__(self) -> str:
@@ -54,6 +55,7 @@ class RelativeTime:
 
     @property
     def seconds(self) -> int:
+        """How far back the instant is, in seconds."""
         return self.ago.seconds
 
     def __str__(self) -> str:

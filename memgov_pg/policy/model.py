@@ -62,6 +62,7 @@ class Condition:
 
     @property
     def spec(self) -> FieldSpec:
+        """The field's entry in the field table (the validator only lets known fields through)."""
         spec = lookup_field(self.field)
         assert spec is not None, self.field
         return spec
@@ -114,6 +115,7 @@ class Rule:
 
     @property
     def is_retention(self) -> bool:
+        """Whether this is a retention rule (``auto_delete``), not a write rule."""
         return self.action == "auto_delete"
 
     @property
@@ -123,6 +125,7 @@ class Rule:
 
     @property
     def display_action(self) -> str:
+        """The action as the file spelled it (an alias such as ``auto_confirm``, else the canonical one)."""
         return self.action_alias or self.action
 
     @property
@@ -162,6 +165,8 @@ class Rule:
 
 @dataclass(frozen=True)
 class RiskThresholds:
+    """``risk_thresholds:``: the upper bounds of the low, medium and high risk levels (above: critical)."""
+
     low_max: Decimal = Decimal("0.30")
     medium_max: Decimal = Decimal("0.60")
     high_max: Decimal = Decimal("0.80")
@@ -197,6 +202,7 @@ class SourceGrants:
     agent_extracted: tuple[str, ...] = ("*",)
 
     def roles_for(self, source: str) -> tuple[str, ...]:
+        """The roles that may claim ``source`` (``'*'``: every writer); KeyError for an unknown source."""
         if source not in SOURCES:
             raise KeyError(source)
         roles: tuple[str, ...] = getattr(self, source)
@@ -258,14 +264,17 @@ class PolicyValidationError(MemgovError, ValueError):
     # the error names file, line and rule id (of the first error).
     @property
     def file(self) -> str | None:
+        """The file of the first error, or None."""
         return self.errors[0].file if self.errors else None
 
     @property
     def line(self) -> int | None:
+        """The line of the first error, or None."""
         return self.errors[0].line if self.errors else None
 
     @property
     def rule_id(self) -> str | None:
+        """The rule id of the first error (``-`` outside a rule), or None."""
         return self.errors[0].rule_id if self.errors else None
 
 
@@ -308,6 +317,7 @@ class Policy:
 
     @property
     def retention_fields_read(self) -> frozenset[str]:
+        """Fields the retention (``auto_delete``) rules read."""
         out: set[str] = set()
         for rule in self.retention_rules:
             out |= rule.fields_read
@@ -321,9 +331,11 @@ class Policy:
 
     @property
     def needs_risk(self) -> bool:
+        """Whether write decisions need the risk score (a risk field is read)."""
         return bool(self.fields_read & RISK_FIELDS)
 
     def rule(self, rule_id: str) -> Rule:
+        """The rule with id ``rule_id`` (disabled ones too); KeyError when there is none."""
         for r in self.rules:
             if r.id == rule_id:
                 return r
@@ -340,6 +352,7 @@ class PolicyReport:
 
     @property
     def ok(self) -> bool:
+        """Whether the policy has no errors (warnings allowed)."""
         return not self.errors
 
 

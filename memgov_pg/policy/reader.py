@@ -73,6 +73,11 @@ class PolicyReader(RuleReader):
     """Reads a whole policy file; ``errors`` and ``warnings`` hold the findings."""
 
     def parse(self, text: str, raw: bytes, path: Path | None) -> Policy | None:
+        """The policy in ``text`` (``raw``: its bytes, for the sha256; ``path``: where it came from).
+
+        None when the YAML or the policy has errors: they are in ``errors``. ``warnings`` of
+        the returned policy is empty (the caller attaches the reader's).
+        """
         try:
             root = yaml.compose(text, Loader=yaml.SafeLoader)
         except yaml.MarkedYAMLError as exc:
@@ -140,6 +145,7 @@ class PolicyReader(RuleReader):
         )
 
     def version(self, node: Node) -> str | None:
+        """``version:``: a quoted semver string, or None after reporting."""
         if not isinstance(node, ScalarNode) or node.tag != _STR:
             self.error(
                 node,
@@ -165,6 +171,7 @@ class PolicyReader(RuleReader):
         return self.mapping(node, "-", what, allowed)
 
     def defaults(self, item: tuple[ScalarNode, Node] | None) -> str | None:
+        """``defaults.on_policy_miss``, canonical (the default when absent), or None after reporting."""
         section = self.optional_section(item, "defaults", ("on_policy_miss",))
         if section is None:
             return None
@@ -179,6 +186,7 @@ class PolicyReader(RuleReader):
         return None if value is None else ACTION_ALIASES.get(value, value)
 
     def risk_thresholds(self, item: tuple[ScalarNode, Node] | None) -> RiskThresholds | None:
+        """``risk_thresholds:`` (defaults where absent; must increase), or None after reporting."""
         section = self.optional_section(item, "risk_thresholds", RISK_THRESHOLD_KEYS)
         if section is None:
             return None
@@ -207,6 +215,7 @@ class PolicyReader(RuleReader):
         return result
 
     def feedback(self, item: tuple[ScalarNode, Node] | None) -> Feedback | None:
+        """``feedback:`` (None where not set), or None after reporting."""
         section = self.optional_section(item, "feedback", tuple(FEEDBACK_BOUNDS))
         if section is None:
             return None
@@ -222,6 +231,7 @@ class PolicyReader(RuleReader):
         return dataclasses.replace(Feedback(), **values) if ok else None
 
     def sources(self, item: tuple[ScalarNode, Node] | None) -> SourceGrants | None:
+        """``sources:``: the roles that may claim each fact source (defaults where absent), or None after reporting."""
         section = self.optional_section(item, "sources", SOURCES)
         if section is None:
             return None
@@ -246,6 +256,7 @@ class PolicyReader(RuleReader):
         return dataclasses.replace(SourceGrants(), **values) if ok else None
 
     def retention(self, item: tuple[ScalarNode, Node] | None) -> Retention | None:
+        """``retention:`` (None where not set), or None after reporting."""
         section = self.optional_section(item, "retention", RETENTION_KEYS)
         if section is None:
             return None
@@ -278,6 +289,7 @@ class PolicyReader(RuleReader):
         return dataclasses.replace(Retention(), **values) if ok else None
 
     def cron(self, node: Node) -> str | None:
+        """``retention.schedule``: five pg_cron fields, spaces normalised, or None after reporting."""
         text = self.string(node, "-", "retention.schedule")
         if text is None:
             return None

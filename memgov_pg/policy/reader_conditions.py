@@ -53,6 +53,7 @@ class ConditionReader(NodeReader):
     """Reads the conditions of a rule (and checks category names)."""
 
     def check_category_name(self, node: Node, rid: str, value: str) -> None:
+        """Warn when ``value`` is not a known category but close to one (a likely typo)."""
         if value in KNOWN_CATEGORIES:
             return
         close = difflib.get_close_matches(value, KNOWN_CATEGORIES, n=1, cutoff=0.8)
@@ -66,6 +67,7 @@ class ConditionReader(NodeReader):
     # -- conditions ---------------------------------------------------------
 
     def when(self, node: Node, rid: str) -> list[Condition]:
+        """``when:``: a list of ``{field, operator, value}`` conditions; the valid ones (mistakes reported)."""
         if not isinstance(node, SequenceNode):
             self.error(node, rid, f"when must be a list of conditions, got {_show(node)}")
             return []
@@ -89,6 +91,9 @@ class ConditionReader(NodeReader):
         return out
 
     def condition_map(self, node: Node, rid: str) -> list[Condition]:
+        """``condition:``: ``field: value`` (eq, or in for a list) or ``field: {operator: value}``
+        (``older_than`` too); the valid conditions (mistakes reported).
+        """
         items = self.mapping(node, rid, "condition", None)
         if items is None:
             return []
@@ -137,6 +142,7 @@ class ConditionReader(NodeReader):
         return out
 
     def field(self, node: Node, rid: str) -> FieldSpec | None:
+        """The field a name refers to (``metadata.<key>`` included), or None after reporting."""
         if not isinstance(node, ScalarNode) or node.tag != _STR:
             self.error(node, rid, f"a field name must be a string, got {_show(node)}")
             return None
@@ -155,6 +161,7 @@ class ConditionReader(NodeReader):
         return None
 
     def operator(self, node: Node, rid: str) -> str | None:
+        """A known operator name, or None after reporting."""
         if not isinstance(node, ScalarNode) or node.tag != _STR:
             self.error(node, rid, f"an operator must be a string, got {_show(node)}")
             return None
@@ -169,6 +176,7 @@ class ConditionReader(NodeReader):
         return op
 
     def operator_fits(self, node: Node, rid: str, spec: FieldSpec, op: str) -> bool:
+        """Whether operator ``op`` applies to the field's type; reports it when not."""
         if op in spec.operators:
             return True
         allowed = [o for o in OPERATORS if o in spec.operators]
@@ -198,6 +206,7 @@ class ConditionReader(NodeReader):
         return self.scalar(spec, op, node, rid)
 
     def scalar(self, spec: FieldSpec, op: str, node: Node, rid: str) -> Any:
+        """The typed value of one scalar for ``spec op``, or _INVALID after reporting."""
         name = spec.name
         if isinstance(node, ScalarNode) and node.tag == _NULL:
             if op in ("eq", "neq") and spec.nullable:
@@ -274,6 +283,7 @@ class ConditionReader(NodeReader):
         raise AssertionError(spec.type)  # pragma: no cover
 
     def time_value(self, spec: FieldSpec, op: str, node: Node, rid: str) -> Any:
+        """A time field's value: a RelativeTime or an aware datetime, or _INVALID after reporting."""
         name = spec.name
         value: Any = _INVALID
         if isinstance(node, MappingNode):
@@ -330,6 +340,7 @@ class ConditionReader(NodeReader):
         return value
 
     def aware(self, node: Node, rid: str, value: Any) -> Any:
+        """``value`` if it is a datetime with a UTC offset, else _INVALID after reporting."""
         if not isinstance(value, dt.datetime) or value.tzinfo is None:
             self.error(
                 node,

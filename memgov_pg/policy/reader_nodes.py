@@ -108,10 +108,12 @@ class NodeReader:
     # -- reporting ----------------------------------------------------------
 
     def error(self, where: Node | int, rule_id: str, message: str) -> None:
+        """Record an error at ``where`` (a node or a line) for rule ``rule_id``; the text is kept on one line."""
         line = where if isinstance(where, int) else _line(where)
         self.errors.append(PolicyError(self.file, line, _one_line(rule_id), _one_line(message)))
 
     def warn(self, where: Node | int, rule_id: str, message: str) -> None:
+        """Record a warning at ``where`` (a node or a line) for rule ``rule_id``; the text is kept on one line."""
         line = where if isinstance(where, int) else _line(where)
         self.warnings.append(PolicyError(self.file, line, _one_line(rule_id), _one_line(message), "warning"))
 
@@ -159,6 +161,7 @@ class NodeReader:
         return items
 
     def string(self, node: Node, rid: str, what: str, *, allow_empty: bool = False) -> str | None:
+        """A string scalar without NUL (and, unless ``allow_empty``, not empty), or None after reporting."""
         if not isinstance(node, ScalarNode) or node.tag != _STR:
             self.error(node, rid, f"{what} must be a string, got {_show(node)}")
             return None
@@ -196,6 +199,7 @@ class NodeReader:
         values: Sequence[str],
         hints: Mapping[str, str] | None = None,
     ) -> str | None:
+        """A string that is one of ``values`` (unknown ones reported with a did-you-mean hint), or None."""
         if not isinstance(node, ScalarNode) or node.tag != _STR:
             self.error(node, rid, f"{what} must be one of {_one_of(values)}; got {_show(node)}")
             return None
@@ -210,12 +214,14 @@ class NodeReader:
         return value
 
     def boolean(self, node: Node, rid: str, what: str) -> bool | None:
+        """A YAML boolean, or None after reporting."""
         if not isinstance(node, ScalarNode) or node.tag != _BOOL:
             self.error(node, rid, f"{what} must be true or false, got {_show(node)}")
             return None
         return bool(self._constructor.construct_yaml_bool(node))
 
     def integer(self, node: Node, rid: str, what: str, lo: int = -INT4_MAX - 1, hi: int = INT4_MAX) -> int | None:
+        """A YAML integer within ``lo``..``hi`` (int4 by default), or None after reporting."""
         if not isinstance(node, ScalarNode) or node.tag != _INT:
             self.error(node, rid, f"{what} must be an integer, got {_show(node)}")
             return None
@@ -226,6 +232,7 @@ class NodeReader:
         return value
 
     def number(self, node: Node, rid: str, what: str, lo: Decimal | None, hi: Decimal | None) -> Decimal | None:
+        """A finite integer or float as a Decimal within ``lo``..``hi`` (None: unbounded), or None after reporting."""
         if not isinstance(node, ScalarNode) or node.tag not in (_INT, _FLOAT):
             self.error(node, rid, f"{what} must be a number, got {_show(node)}")
             return None
@@ -245,6 +252,7 @@ class NodeReader:
         return value
 
     def duration(self, node: Node, rid: str, what: str) -> Duration | None:
+        """A duration string (``N minutes|hours|days|weeks``), or None after reporting."""
         text = self.string(node, rid, what)
         if text is None:
             return None

@@ -35,6 +35,10 @@ class RuleReader(ConditionReader, Lints):
     """Reads ``rules:`` and each rule."""
 
     def rules(self, item: tuple[ScalarNode, Node] | None, root: Node) -> tuple[Rule, ...]:
+        """``rules:`` in evaluation order (priority, then file order), checked by the ordering lints.
+
+        A rule with a duplicate id or an error is dropped (and reported).
+        """
         if item is None or (isinstance(item[1], ScalarNode) and item[1].tag == _NULL):
             self.warn(
                 item[0] if item else root,
@@ -69,6 +73,7 @@ class RuleReader(ConditionReader, Lints):
         return ordered
 
     def rule(self, node: Node, index: int) -> Rule | None:
+        """One rule (``index``: its position in ``rules:``), or None when it has errors (all reported)."""
         placeholder = f"rules[{index}]"
         if not isinstance(node, MappingNode):
             self.error(node, placeholder, f"a rule must be a mapping, got {_show(node)}")
@@ -184,6 +189,7 @@ class RuleReader(ConditionReader, Lints):
         )
 
     def reason_codes(self, node: Node, rid: str) -> tuple[str, ...] | None:
+        """``reason_codes:``: a non-empty list of labels, duplicates dropped, or None after reporting."""
         if not isinstance(node, SequenceNode):
             self.error(node, rid, f"reason_codes must be a list of strings, got {_show(node)}")
             return None
