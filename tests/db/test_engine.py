@@ -16,7 +16,15 @@ from psycopg import conninfo
 from memgov_pg import MemoryPolicyEngine, PolicyDeniedError, QuarantinedError, SyncMemoryPolicyEngine
 from memgov_pg.decisions import Decision, FeedbackResult, ReviewResult
 from memgov_pg.deploy import deploy
-from memgov_pg.errors import HeldForApprovalError, NotFoundError, NotPermittedError, TenantRequiredError
+from memgov_pg.errors import (
+    ConnectionFailed,
+    HeldForApprovalError,
+    MemgovError,
+    NotFoundError,
+    NotPermittedError,
+    SQLError,
+    TenantRequiredError,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 AGENT = "memgov_test_agent"
@@ -194,3 +202,25 @@ def test_feedback_on_another_tenants_memory_is_an_error(dsns):
         with pytest.raises(NotFoundError) as info:
             other.confirm(stored["memory_id"])
     assert info.value.sqlstate == "MG404"
+
+
+def test_any_other_database_error_is_a_memgov_error_with_its_sqlstate(dsns):
+    """An oversized item (54000) is not one of the named refusals: SQLError, not a bare psycopg error."""
+    with SyncMemoryPolicyEngine.connect(dsns[AGENT], org_id="acme") as agent:
+        with pytest.raises(SQLError) as info:
+            agent.remember(item(fact_text="x" * 70_000))
+        assert agent.pool.get_stats()["pool_available"] == agent.pool.get_stats()["pool_size"]
+    assert info.value.sqlstate == "54000"
+    assert isinstance(info.value, MemgovError)
+    assert isinstance(info.value.__cause__, psycopg.Error)
+
+
+def test_a_pool_that_times_out_is_connection_failed(dsns):
+    """Every connection of the pool is taken: the next call waits `timeout` seconds, then ConnectionFailed."""
+    from psycopg_pool import ConnectionPool
+
+    with ConnectionPool(dsns[AGENT], min_size=1, max_size=1, timeout=0.5) as pool:
+        engine = SyncMemoryPolicyEngine.from_pool(pool, org_id="acme")
+        with pool.connection(), pytest.raises(ConnectionFailed):
+            engine.evaluate(item())
+        assert engine.evaluate(item()).action == "allow"

@@ -4,8 +4,13 @@ against the session's PostgreSQL 15 + pg_cron; and pg_cron itself running the sw
 from __future__ import annotations
 
 import json
+import os
+import re
 import shutil
+import subprocess
+import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -104,6 +109,42 @@ def test_run_text_shows_counts_per_reason(admin, memgov_dsn):
     assert lines[2].split() == ["deleted", "confidence", "0"]
     assert lines[4].split() == ["expired", "approvals", "0"]
     assert count(admin) == 0
+
+
+def test_run_draws_progress_on_a_terminal_and_nothing_when_piped(admin, memgov_dsn):
+    """The progress display goes to stderr only when stderr is a terminal; stdout keeps the final lines."""
+    seed(admin, 3)
+    piped = run_memgov("retention", "run", "--dsn", memgov_dsn)
+    assert piped.returncode == 0 and piped.stderr == "", piped.stderr
+    seed(admin, 3)
+    primary, secondary = os.openpty()
+    chunks: list[bytes] = []
+    reader = threading.Thread(target=lambda: chunks.extend(iter(lambda: _read_available(primary), b"")))
+    reader.start()  # drains the terminal while the command draws, so it never blocks on a full buffer
+    try:
+        env = {k: v for k, v in os.environ.items() if k not in ("MEMGOV_DSN", "MEMGOV_HOME", "NO_COLOR")}
+        proc = subprocess.run(
+            [sys.executable, "-m", "memgov_pg.cli", "retention", "run", "--dsn", memgov_dsn],
+            stdout=subprocess.PIPE, stderr=secondary, text=True, env=env | {"TERM": "xterm", "COLUMNS": "100"},
+            timeout=120,
+        )  # fmt: skip
+    finally:
+        os.close(secondary)
+        reader.join(10)
+        os.close(primary)
+    drawn = b"".join(chunks)
+    assert proc.returncode == 0
+    assert proc.stdout.splitlines()[1].split() == ["deleted", "ttl", "3"]
+    screen = drawn.decode(errors="replace")
+    for label in ("deleted: ttl", "deleted: confidence", "expired: approvals"):
+        assert label in screen, screen
+
+
+def _read_available(fd: int) -> bytes:
+    try:
+        return os.read(fd, 65536)
+    except OSError:  # EIO: the terminal's other end is closed and drained
+        return b""
 
 
 def test_dry_run_reports_what_would_go_and_deletes_nothing(admin, memgov_dsn):
@@ -318,3 +359,48 @@ def test_pg_cron_runs_the_sweep_in_a_database_that_is_not_its_own(memgov_server,
     finally:
         run_memgov("retention", "unschedule", "--dsn", dsn)
         memgov_server.drop_database(name)
+
+
+# -- one timestamp format ------------------------------------------------------------------
+
+ISO_8601 = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}[+-]\d\d:\d\d")
+LOOKS_LIKE_A_TIME = re.compile(r"\d{4}-\d\d-\d\d.\d\d:\d\d")
+
+
+def _times(value: Any) -> list[str]:
+    if isinstance(value, dict):
+        return [t for v in value.values() for t in _times(v)]
+    if isinstance(value, list):
+        return [t for v in value for t in _times(v)]
+    return [value] if isinstance(value, str) and LOOKS_LIKE_A_TIME.match(value) else []
+
+
+def test_every_json_timestamp_is_iso_8601_with_t_and_offset(admin, memgov_dsn):
+    seed(admin, 2)
+    run_memgov("retention", "run", "--dsn", memgov_dsn)  # a finished run, for status to show
+    outputs = [run_memgov("retention", "run", "--dsn", memgov_dsn, "--json"),
+               run_memgov("status", "--dsn", memgov_dsn, "--json")]  # fmt: skip
+    times = []
+    for result in outputs:
+        assert result.returncode == 0, result.stderr
+        times += _times(json.loads(result.stdout))
+    assert len(times) >= 3, times  # started_at and finished_at of the run, the last run's in status
+    for value in times:
+        assert ISO_8601.fullmatch(value), value
+
+
+def test_a_runs_timestamps_come_from_its_row_not_from_the_summary_text():
+    """PostgreSQL writes 10:00:00.12 in the summary's JSON; the row's timestamptz prints all six digits."""
+    import datetime as dt
+
+    from memgov_pg.cli.base import to_json
+    from memgov_pg.retention import _summary
+
+    started = dt.datetime(2026, 12, 1, 10, 0, 0, 120000, tzinfo=dt.UTC)
+    finished = started + dt.timedelta(seconds=2)
+    text = {"started_at": "2026-12-01T10:00:00.12+00:00", "finished_at": "2026-12-01T10:00:02.12+00:00"}
+    row = {"run_id": 7, "status": "finished", "dry_run": False, "started_at": started, "finished_at": finished,
+           "summary": text}  # fmt: skip
+    printed = json.loads(to_json(_summary(row)))
+    assert printed["started_at"] == "2026-12-01T10:00:00.120000+00:00"
+    assert printed["finished_at"] == "2026-12-01T10:00:02.120000+00:00"

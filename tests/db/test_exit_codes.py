@@ -1,0 +1,127 @@
+"""The exit-code table of the README (Operations), one test per row, each as a user runs the command:
+0 ok, 1 failed or findings, 2 usage, 3 busy or locked, 130 interrupted."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+
+from memgov_pg.cluster import free_port
+from memgov_pg.errors import ExitCode
+from tests.cli_helpers import assert_one_line_error, run_memgov
+from tests.decision_cases import wipe
+
+REPO = Path(__file__).resolve().parents[2]
+DEFAULT = str(REPO / "policies" / "default.yaml")
+
+
+def deployed_versions(conn: psycopg.Connection[Any]) -> list[tuple[str, str]]:
+    return conn.execute("SELECT org_id, version FROM memgov.policy_versions ORDER BY 1, 2").fetchall()
+
+
+def maintenance_runs(conn: psycopg.Connection[Any]) -> int:
+    return conn.execute("SELECT count(*) FROM memgov.maintenance_runs").fetchone()[0]
+
+
+@pytest.fixture
+def admin(db_conn):
+    wipe(db_conn)
+    return db_conn
+
+
+def test_the_codes_are_the_documented_ones():
+    assert {code.name: int(code) for code in ExitCode} == {
+        "OK": 0, "FAILED": 1, "USAGE": 2, "BUSY": 3, "INTERRUPTED": 130,
+    }  # fmt: skip
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    for code in ExitCode:
+        assert f"| {int(code)} |" in readme, f"exit code {int(code)} is missing from the README's table"
+
+
+def test_ok_is_0(admin, memgov_dsn):
+    result = run_memgov("validate", DEFAULT)
+    assert result.returncode == ExitCode.OK, result.stderr
+
+
+def test_failure_is_1_and_one_line():
+    result = run_memgov("status", "--dsn", f"host=127.0.0.1 port={free_port()} dbname=x connect_timeout=2")
+    assert result.returncode == ExitCode.FAILED
+    assert_one_line_error(result)
+
+
+@pytest.mark.parametrize(
+    "args",
+    [("status", "--no-such-option"), ("deploy",), ("deploy", DEFAULT, "--tenant", "a b"), ("no-such-command",)],
+    ids=["unknown-option", "missing-argument", "malformed-tenant", "unknown-command"],
+)
+def test_usage_is_2(args):
+    result = run_memgov(*args)
+    assert result.returncode == ExitCode.USAGE, result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_sweep_in_progress_is_3_and_does_nothing(admin, memgov_dsn):
+    runs = maintenance_runs(admin)
+    with psycopg.connect(memgov_dsn, autocommit=True) as holder:
+        holder.execute("SELECT memgov.claim_maintenance()")  # what a run in progress holds
+        result = run_memgov("retention", "run", "--dsn", memgov_dsn)
+    assert result.returncode == ExitCode.BUSY, result.stderr
+    assert_one_line_error(result, "another maintenance run is in progress")
+    assert maintenance_runs(admin) == runs
+
+
+def test_lock_not_granted_within_lock_timeout_is_3_and_deploys_nothing(admin, memgov_dsn):
+    """A DBA's `PGOPTIONS='-c lock_timeout=…'` turns waiting for another deploy into exit 3 (55P03)."""
+    before = deployed_versions(admin)
+    with psycopg.connect(memgov_dsn) as holder:  # a deploy in progress holds this row
+        holder.execute("SELECT FROM memgov.engine_locks WHERE name = 'deploy' FOR UPDATE")
+        result = run_memgov("deploy", DEFAULT, "--dsn", memgov_dsn, env={"PGOPTIONS": "-c lock_timeout=300ms"})
+        holder.rollback()
+    assert result.returncode == ExitCode.BUSY, result.stderr
+    assert_one_line_error(result, "[55P03]")
+    assert deployed_versions(admin) == before
+
+
+def test_interrupt_is_130_and_rolls_back(admin, memgov_dsn):
+    """Ctrl-C while `memgov deploy` waits for another deploy: exit 130, nothing deployed, no backend left."""
+    before = deployed_versions(admin)
+    env = {k: v for k, v in os.environ.items() if k not in ("MEMGOV_DSN", "MEMGOV_HOME")}
+    with psycopg.connect(memgov_dsn) as holder:
+        holder.execute("SELECT FROM memgov.engine_locks WHERE name = 'deploy' FOR UPDATE")
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "memgov_pg.cli", "deploy", DEFAULT, "--dsn", memgov_dsn],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+        )  # fmt: skip
+        try:
+            _wait_for_lock_waiter(admin)
+            proc.send_signal(signal.SIGINT)
+            _, stderr = proc.communicate(timeout=60)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+        holder.rollback()
+    assert proc.returncode == ExitCode.INTERRUPTED, stderr
+    assert stderr.strip().splitlines() == ["memgov: interrupted"], stderr
+    assert deployed_versions(admin) == before
+    assert _lock_waiters(admin) == 0
+
+
+def _lock_waiters(conn: psycopg.Connection[Any]) -> int:
+    return conn.execute(
+        "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'"
+    ).fetchone()[0]
+
+
+def _wait_for_lock_waiter(conn: psycopg.Connection[Any], timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while _lock_waiters(conn) == 0:
+        assert time.monotonic() < deadline, "memgov deploy never waited for the deploy lock"
+        time.sleep(0.05)
