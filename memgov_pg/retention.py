@@ -483,12 +483,12 @@ def health(data: dict[str, Any]) -> list[str]:
     elif overdue:
         if overdue["approvals"]:
             problems.append(
-                f"{overdue['approvals']} pending approvals older than their approval_ttl "
+                f"approvals overdue: {overdue['approvals']} pending longer than approval_ttl "
                 "(the sweep expires them: is it running?)"
             )
         if overdue["quarantine"]:
             problems.append(
-                f"quarantine growing: {overdue['quarantine']} entries held longer than approval_ttl "
+                f"quarantine growing: {overdue['quarantine']} held longer than approval_ttl "
                 "(release or purge them)"
             )
     cron = data["pg_cron"]
@@ -498,7 +498,7 @@ def health(data: dict[str, Any]) -> list[str]:
     last = cron.get("last_run")
     if last and last.get("status") == "failed":
         message = " ".join((last.get("return_message") or "").split())
-        problems.append(f"last pg_cron run of {cron['job_name']} failed at {last['start_time']}: {message}")
+        problems.append(f"last pg_cron run of {cron['job_name']} failed at {last['start_time'].isoformat()}: {message}")
     job = cron.get("job")
     if job is not None and job.get("active") and data.get("now") is not None:
         problems.extend(_sweep_overdue(data, job, last))

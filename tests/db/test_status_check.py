@@ -263,7 +263,7 @@ def test_last_cron_run_failed_is_degraded(fresh, cron, tmp_path):
                        message="ERROR:  canceling statement due to\n statement timeout")  # fmt: skip
     database = psycopg.conninfo.conninfo_to_dict(fresh)["dbname"]
     assert_check(fresh, "degraded", [
-        f"last pg_cron run of {job_name(database)} failed at {started}: "
+        f"last pg_cron run of {job_name(database)} failed at {started.isoformat()}: "
         "ERROR: canceling statement due to statement timeout",
     ])  # fmt: skip
 
@@ -290,7 +290,7 @@ def test_approval_requests_past_their_expiry_are_degraded(fresh, tmp_path):
     assert_check(fresh, "healthy", [])
     backdate(fresh, "approval_requests", "requested_at", days=8, like="HOLDME old")  # approval_ttl: 7 days
     assert_check(fresh, "degraded", [
-        "1 pending approvals older than their approval_ttl (the sweep expires them: is it running?)",
+        "approvals overdue: 1 pending longer than approval_ttl (the sweep expires them: is it running?)",
     ])  # fmt: skip
 
 
@@ -300,7 +300,7 @@ def test_quarantine_growing_is_degraded(fresh, tmp_path):
     assert_check(fresh, "healthy", [])
     backdate(fresh, "quarantine", "quarantined_at", days=8, like="QUARANTINEME old")  # approval_ttl: 7 days
     assert_check(fresh, "degraded", [
-        "quarantine growing: 1 entries held longer than approval_ttl (release or purge them)",
+        "quarantine growing: 1 held longer than approval_ttl (release or purge them)",
     ])  # fmt: skip
 
 
@@ -350,9 +350,9 @@ def test_every_problem_is_one_line(fresh, cron, tmp_path):
     started = cron_ran(cron, jobid, hours_ago=40, status="failed", message="ERROR:  out of memory")
     database = psycopg.conninfo.conninfo_to_dict(fresh)["dbname"]
     assert_check(fresh, "degraded", [
-        "1 pending approvals older than their approval_ttl (the sweep expires them: is it running?)",
-        "quarantine growing: 1 entries held longer than approval_ttl (release or purge them)",
-        f"last pg_cron run of {job_name(database)} failed at {started}: ERROR: out of memory",
+        "approvals overdue: 1 pending longer than approval_ttl (the sweep expires them: is it running?)",
+        "quarantine growing: 1 held longer than approval_ttl (release or purge them)",
+        f"last pg_cron run of {job_name(database)} failed at {started.isoformat()}: ERROR: out of memory",
         overdue_line(started, every_day),
     ])  # fmt: skip
 
