@@ -37,48 +37,75 @@
 SET ROLE memgov_owner;
 
 
--- Cheap necessary condition for PII: an '@' or a '+' before a digit, or 9+ digits joined by phone separators.
+-- Cheap necessary condition for PII: an '@', a '+' before a digit, or 9+ digits joined by phone separators.
 CREATE OR REPLACE FUNCTION memgov.pii_candidate_pattern()
 RETURNS text
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
 -- Every match of memgov.pii_pattern() and memgov.card_pattern() also
 -- matches this (tests/db/test_detectors.py checks it on the corpus). Few
 -- character classes keep its DFA small: ordinary prose and ISO dates fail
--- it in well under a microsecond.
-RETURN $re$(?x) @ | \+[0-9] | [0-9] (?:[ ().-]{0,2}[0-9]){8} $re$;
+-- it in well under a microsecond. The run of digits must start a word, and
+-- dots join its groups only in the 3-3-4 / 3-2-4 shapes, so the tail of a
+-- UUID and an IPv4 address are not candidates.
+RETURN $re$(?x)
+  @ | \+[0-9]
+| (?:^|[^0-9A-Za-z_.+-]) \(? [0-9] (?:[ ()/-]{0,2}[0-9]){8}
+| [0-9]{3} [ ./-] [0-9]{2,3} [ .-] [0-9]{4}
+$re$;
 
 
--- Regex for e-mail addresses, phone numbers and US SSNs; capture groups 1-3 name the kind.
+-- Regex for e-mail addresses, phone numbers and US SSNs; capture groups 1-4 name the kind (email, phone, phone, ssn).
 CREATE OR REPLACE FUNCTION memgov.pii_pattern()
 RETURNS text
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
--- "(?:^|[^0-9A-Za-z_.+-])" consumes the character before a number instead
+-- "(?:^|[^0-9A-Za-z_./+-])" consumes the character before a number instead
 -- of a lookbehind: PostgreSQL would test a leading lookbehind at every
--- position of the text. Validity checks sit at the end of each alternative,
--- where they run once per candidate.
+-- position of the text. The national formats and the SSN share it, so the
+-- engine tracks one boundary, not one per alternative. Validity checks sit
+-- at the end of each alternative, where they run once per candidate.
 RETURN $re$(?x)
   # 1 email: x@domain.tld -- not an SSH remote (git@github.com:...), the user
   #   info of a URL (https://user:token@host) nor a retina asset (logo@2x.png)
   ( [A-Za-z0-9._%+-] @ (?<!(?:^|[^A-Za-z0-9._%+-])git@) (?<!//[^ \t\n/@]*@) (?![0-9]+x\.)
     [A-Za-z0-9-]+ (?:\.[A-Za-z0-9-]+)* \.[A-Za-z]{2,} )
-  # 2 phone
-| ( # international: "+", country code, 8-15 digits in all, separated by
-    # spaces, dots, dashes or parentheses: +1 (555) 123-4567,
-    # +44 20 7946 0958, +380 50 123 45 67, +380501234567
-    (?:^|[^0-9A-Za-z_+]) \+[1-9] (?:[ ().-]{0,2}[0-9]){7,14} (?![0-9]|[ ().-]{1,2}[0-9])
-    # North American: (555) 123-4567, 555-123-4567, 555.123.4567, 1-800-555-0199
-  | (?:^|[^0-9A-Za-z_.+-]) (?:1[ .-]?)? (?:\([2-9][0-9]{2}\)[ ]?|[2-9][0-9]{2}[ .-])
-    [0-9]{3} [ .-] [0-9]{4} (?![0-9A-Za-z_]|[.-][0-9])
-    # national, trunk prefix 0 and a 3-5 digit area code (UK, Ukraine,
-    # Germany ...), 9+ digits: 020 7946 0958, 07700 900123, 0161 496 0000,
-    # (044) 123-45-67, 050-123-45-67, 030 12345678
-  | (?:^|[^0-9A-Za-z_.+-]) (?:\(0[1-9][0-9]{1,3}\)[ ]?|0[1-9][0-9]{1,3}[ -])
-    (?:[0-9]{6,8} | [0-9]{3,4}[ -][0-9]{3,4} | [0-9]{2,3}[ -][0-9]{2}[ -][0-9]{2})
-    (?![0-9A-Za-z_]|[ .-][0-9]) )
-  # 3 ssn: US social security number NNN-NN-NNNN; the never-issued areas
-  #   000, 666 and 9xx, group 00 and serial 0000 are not SSNs
-| ( (?:^|[^0-9A-Za-z_.+-]) [0-9]{3}-[0-9]{2}-[0-9]{4} (?![0-9A-Za-z_]|-[0-9])
-    (?<!(?:000|666|9[0-9]{2})-[0-9]{2}-[0-9]{4}|-00-[0-9]{4}|-0000) )
+  # 2 phone, international (E.164): "+", country code, 8-15 digits in all,
+  #   separated by spaces, dots, dashes or parentheses: +1 (555) 123-4567,
+  #   +44 20 7946 0958, +380 50 123 45 67, +380501234567
+| (?:^|[^0-9A-Za-z_+]) ( \+[1-9] (?:[ ().-]{0,2}[0-9]){7,14} (?![0-9]|[ ().-]{1,2}[0-9]) )
+| (?:^|[^0-9A-Za-z_./+-])
+  (?:
+    # 3 phone, national
+    ( # North American (NANP): (555) 123-4567, 555-123-4567, 555.123.4567,
+      # 415/666-7777, 1-800-555-0199
+      (?:1[ .-]?)? (?:\([2-9][0-9]{2}\)[ ]?|[2-9][0-9]{2}[ ./-])
+      [0-9]{3} [ .-] [0-9]{4} (?![0-9A-Za-z_]|[.-][0-9])
+      # trunk prefix 0 (or "(0)"), an area code that never starts with 0
+      # (00 is the international prefix), 10-12 digits in all grouped by
+      # spaces, dashes or parentheses (UK, Ukraine, Germany, Turkey, the
+      # Philippines ...): 020 7946 0958, 07700 900123, (044) 123-45-67,
+      # 0 (532) 123 45 67, 09171234567, (0)900-1 123 123; or a one-digit
+      # area code set apart, 9 digits in all (Israel, Sweden): 09-7625400,
+      # 08 123 45 67. Not followed by ":" and a digit (a date and its time:
+      # 05-03-2024 10:00).
+    | (?: (?:\(0\)|0) [ ()-]{0,2} [1-9] (?:[ ()-]{0,2}[0-9]){8,10}
+        | 0[1-9][ -][0-9] (?:[ -]?[0-9]){6} )
+      (?![0-9A-Za-z_]|[ .()/-]{1,2}[0-9]|:[0-9])
+      # no trunk prefix: an area code in parentheses and the subscriber
+      # number, (33) 3461 2234, (11) 98456-5666; or the 3-3-2-2 grouping of
+      # Turkish, Ukrainian and Russian numbers, 532 123 45 67
+    | (?: \([1-9][0-9]{1,3}\)[ ]?[0-9]{2,5}[ -]?[0-9]{4}
+        | [1-9][0-9]{2}[ -][0-9]{3}[ -][0-9]{2}[ -][0-9]{2} )
+      (?![0-9A-Za-z_]|[ .-][0-9])
+      # a bare national significant number: 10 digits, the first 2-9 (NANP,
+      # Turkey, India ...), or 11 digits starting 1 and 2-9 (NANP with its
+      # country code, Chinese mobiles): 4156667777, 13812345678
+    | 1?[2-9][0-9]{9} (?![0-9A-Za-z_]|[.,-][0-9]) )
+    # 4 ssn: US social security number NNN-NN-NNNN, NNN NN NNNN, NNN.NN.NNNN
+    #   or NNNNNNNNN; the never-issued areas 000, 666 and 9xx, group 00 and
+    #   serial 0000 are not SSNs
+  | ( (?: [0-9]{3}-[0-9]{2}-[0-9]{4} | [0-9]{3}[ ][0-9]{2}[ ][0-9]{4} | [0-9]{3}\.[0-9]{2}\.[0-9]{4} | [0-9]{9} )
+      (?![0-9A-Za-z_]|[ .-][0-9])
+      (?<! (?:000|666|9[0-9]{2})[ .-]?[0-9]{2}[ .-]?[0-9]{4} | [ .-]00[ .-][0-9]{4} | [0-9]{3}00[0-9]{4} | 0000 ) ) )
 $re$;
 
 
@@ -274,7 +301,7 @@ BEGIN ATOMIC
         'pii', to_jsonb(ARRAY(
             SELECT g.kind
               FROM regexp_matches(p_text COLLATE "C", memgov.pii_pattern(), 'g') AS m(groups),
-                   unnest(m.groups, ARRAY['email', 'phone', 'ssn']) AS g(hit, kind)
+                   unnest(m.groups, ARRAY['email', 'phone', 'phone', 'ssn']) AS g(hit, kind)
              WHERE g.hit IS NOT NULL
             UNION
             SELECT 'card' WHERE memgov.contains_card(p_text)
