@@ -123,51 +123,96 @@ RETURN $re$(?x)
 $re$;
 
 
--- Cheap necessary condition for memgov.secret_token_pattern(): one of its literal anchors.
+-- Cheap necessary condition for memgov.secret_token_pattern(): a fragment of one of its literal anchors.
 CREATE OR REPLACE FUNCTION memgov.secret_token_candidate_pattern()
 RETURNS text
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
+-- PostgreSQL splits the characters a pattern names into "colours" and
+-- builds a DFA state for each colour a text visits, on every call: every
+-- lower-case letter named here costs a little on every row of prose. So the
+-- fragments are chosen to name few of them: "_" stands for sk_live_, ghp_,
+-- github_pat_, npm_ ...; "k-" for sk-, "t-" / "s-" for GitLab's glpat- ...
+-- gloas-; "yJ" for eyJ; "xo" / "xap" for Slack; "url" for curl.
 RETURN $re$(?x)
-  ----- | sk- | k_live_ | k_test_ | A[KS]IA | eyJ | gh[pousr]_ | github_pat_ | xox[abprs]-
-| [Bb]earer | BEARER | ://
+  ----- | :// | _ | A[KS]IA | ABIA | ACCA | A3T | AIz | SG\. | SK | GR1 | EARER | earer
+| [kst]- | yJ | xo | xap | url | ks\.
 $re$;
 
 
--- Regex for fixed-format credentials (case-sensitive); capture groups 1-8 name the kind.
+-- Regex for fixed-format credentials (case-sensitive); capture groups 1-15 name the kind.
 CREATE OR REPLACE FUNCTION memgov.secret_token_pattern()
 RETURNS text
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
 -- Each alternative is a literal anchor from
 -- memgov.secret_token_candidate_pattern(), then a lookbehind that the
--- anchor starts a word and a lookahead for the rest of the token. A match
--- covers the anchor only, so a token inside another ("Bearer eyJ...") is
--- still found by regexp_matches(..., 'g').
+-- anchor starts a word and a lookahead for the rest of the token, as each
+-- vendor documents it. A match covers the anchor only, so a token inside
+-- another ("Bearer eyJ...") is still found by regexp_matches(..., 'g').
+-- Placeholders are not tokens: a valid prefix followed by a run of x, X,
+-- '#' or '*' (ghp_xxxx..., AKIAXXXXXXXXXXXXXXXX, xoxb-xxxxxxxxx-...). Every
+-- scan is bounded, so a long run of anchors costs linear time.
 RETURN $re$(?x)
-  # 1 private_key: PEM private key header (RSA, EC, OPENSSH, ENCRYPTED, PGP ...)
-  ( -----BEGIN[ ] (?= (?:[A-Z0-9]+[ ])*PRIVATE[ ]KEY(?:[ ]BLOCK)?----- ) )
+  # 1 private_key: PEM private key header (RSA, EC, OPENSSH, ENCRYPTED, PGP
+  #   ...), not followed within 40 characters by its END line (an empty or
+  #   toy body is an example)
+  ( -----BEGIN[ ] (?= (?:[A-Z0-9]+[ ])*PRIVATE[ ]KEY(?:[ ]BLOCK)?----- (?! .{0,40}-----END ) ) )
   # 2 sk_key: OpenAI / Anthropic secret keys (sk-, sk-proj-, sk-ant-api03-)
-  #   and Stripe secret / restricted keys (sk_live_, rk_test_ ...): 20+
-  #   more characters, at least one of them a digit
-| ( (?:sk-|[rs]k_live_|[rs]k_test_) (?<! [A-Za-z0-9_-](?:sk-|[rs]k_live_|[rs]k_test_) )
-    (?= [A-Za-z0-9_-]{20} ) (?= [A-Za-z0-9_-]*[0-9] ) )
-  # 3 aws_key: AWS access key id (long-term AKIA, temporary ASIA) + 16
-| ( A[KS]IA (?<! [A-Za-z0-9]A[KS]IA ) (?= [A-Z0-9]{16}(?![A-Za-z0-9]) ) )
-  # 4 jwt: three base64url segments, the header starting eyJ ('{"')
-| ( eyJ (?<! [A-Za-z0-9_-]eyJ ) (?= [A-Za-z0-9_-]{10,} \. [A-Za-z0-9_-]{10,} \. ) )
+  #   and Stripe secret / restricted keys (sk_live_, rk_test_, sk_prod_ ...):
+  #   20+ more characters, at least one of them a digit
+| ( (?:sk-|[rs]k_(?:live|test|prod)_) (?<! [A-Za-z0-9_-](?:sk-|[rs]k_(?:live|test|prod)_) )
+    (?= [A-Za-z0-9_-]{20} ) (?= [A-Za-z0-9_-]*[0-9] ) (?! [A-Za-z0-9_-]{0,20}(?:xxxxxx|XXXXXX) ) )
+  # 3 aws_key: AWS access key ids: AKIA (long-term), ASIA (temporary), ABIA,
+  #   ACCA, A3T. + 16 upper-case letters and digits
+| ( (?:A[KS]IA|ABIA|ACCA|A3T[A-Z0-9]) (?<! [A-Za-z0-9](?:A[KS]IA|ABIA|ACCA|A3T[A-Z0-9]) )
+    (?= [A-Z0-9]{16}(?![A-Za-z0-9]) ) (?! [A-Z0-9]{0,10}XXXXXX ) )
+  # 4 jwt: base64url segments, the header starting eyJ ('{"'): header,
+  #   payload and signature, or an unsigned header.payload whose payload is
+  #   JSON too (eyJ...)
+| ( eyJ (?<! [A-Za-z0-9_-]eyJ ) (?= [A-Za-z0-9_-]{10,} \. (?: [A-Za-z0-9_-]{10,} \. | eyJ[A-Za-z0-9_-]{10} ) ) )
   # 5 github_token: ghp_ gho_ ghu_ ghs_ ghr_ + 36, fine-grained github_pat_
-| ( gh[pousr]_ (?<! [A-Za-z0-9_]gh[pousr]_ ) (?= [A-Za-z0-9]{36} )
-  | github_pat_ (?<! [A-Za-z0-9_]github_pat_ ) (?= [A-Za-z0-9_]{22} ) )
-  # 6 slack_token: xoxb- xoxp- xoxa- xoxr- xoxs-
-| ( xox[abprs]- (?<! [A-Za-z0-9_-]xox[abprs]- ) (?= [A-Za-z0-9-]{10} ) )
+| ( gh[pousr]_ (?<! [A-Za-z0-9_]gh[pousr]_ ) (?= [A-Za-z0-9]{36} ) (?! [A-Za-z0-9]{0,30}(?:xxxxxx|XXXXXX) )
+  | github_pat_ (?<! [A-Za-z0-9_]github_pat_ ) (?= [A-Za-z0-9_]{22} ) (?! [A-Za-z0-9_]{0,60}(?:xxxxxx|XXXXXX) ) )
+  # 6 slack_token: bot, user, app-level and refresh tokens as Slack issues
+  #   them: xoxb-/xoxp-/xoxa-/xoxo-/xoxs-/xoxr-/xoxe- + numeric team and
+  #   user ids + a random part; xoxe-1-..., xoxe.xoxp-1-... (60+); xapp-1-...
+| ( (?:xox|xapp-) (?<! [A-Za-z0-9_-](?:xox|xapp-) )
+    (?= (?<=xox) (?: [abposre]-(?:[0-9]-)?[0-9]{6,}-[A-Za-z0-9-]{10} | e(?:\.xox[bpe])?-1-[A-Za-z0-9-]{60} )
+      | (?<=xapp-) 1-[A-Z0-9]{6,}-[0-9]{6,}-[A-Za-z0-9]{20} )
+    (?! [A-Za-z0-9.-]{0,60}(?:xxxxxx|XXXXXX|\#\#\#\#|\*\*\*\*) ) )
   # 7 bearer: "Bearer <token>" (in an Authorization header or not)
 | ( (?:[Bb]earer|BEARER) (?= [ \t]+ (?![Yy][Oo][Uu][Rr]) [A-Za-z0-9._~+/-]{16} ) )
   # 8 url_credentials: a password in a URL's user info
   #   (postgres://app:S3cret-Pa55@db:5432/app, redis://:p4ssw0rd@cache),
   #   not a placeholder (user:password@, :****@, :${DB_PASSWORD}@, :<pass>@)
 | ( :// (?<= [A-Za-z0-9]:// )
-    (?= [^][ \t\n/?#@:]* :
+    (?= [^][ \t\n/?#@:"'`<>]* :
         (?! (?:password|passwd|pass|secret|changeme|x+|\*+)@ | [$<{*] )
-        [^][ \t\n/?#@]{3,} @ ) )
+        [^][ \t\n/?#@"'`<>]{3,} @ ) )
+  # 9 google_api_key: AIza + 35
+| ( AIza (?<! [A-Za-z0-9_-]AIza ) (?= [0-9A-Za-z_-]{35} ) (?! [0-9A-Za-z_-]{0,30}(?:aaaaaa|xxxxxx|XXXXXX|abcdefgh) ) )
+  # 10 npm_token: npm_ + 36
+| ( npm_ (?<! [A-Za-z0-9_]npm_ ) (?= [A-Za-z0-9]{36} ) (?! [A-Za-z0-9]{0,30}(?:xxxxxx|XXXXXX) ) )
+  # 11 sendgrid_key: SG. + 22 . + 43
+| ( SG\. (?<! [A-Za-z0-9_]SG\. ) (?= [A-Za-z0-9_-]{22}\.[A-Za-z0-9_-]{43} ) )
+  # 12 twilio_key: API key SID, SK + 32 hex
+| ( SK (?<! [A-Za-z0-9_]SK ) (?= [0-9a-f]{32}(?![A-Za-z0-9]) ) )
+  # 13 gitlab_token: personal, project, group, deploy, runner, trigger,
+  #   feed, OAuth and agent tokens (glpat-, glptt-, gldt-, glrt-, glsoat-,
+  #   glft-, glcbt-, glimt-, glagent-, gloas-), runner registration GR1348941
+| ( (?:gl(?:pat|ptt|dt|rt|soat|ft|cbt|imt|agent|oas|ffct)-|GR1348941)
+    (?<! [A-Za-z0-9_](?:gl(?:pat|ptt|dt|rt|soat|ft|cbt|imt|agent|oas|ffct)-|GR1348941) )
+    (?= [A-Za-z0-9_-]{20} ) (?! [A-Za-z0-9_-]{0,20}(?:xxxxxx|XXXXXX) ) )
+  # 14 slack_webhook: https://hooks.slack.com/services|workflows|triggers/...
+| ( hooks\.slack\.com/ (?= (?:services|workflows|triggers)/[A-Za-z0-9+/_-]{24} )
+    (?! [A-Za-z0-9+/_-]{0,60}(?:xxxxxx|XXXXXX) ) )
+  # 15 curl_user: curl's -u / --user user:password (either part may be
+  #   empty), within the same command (continuation lines included)
+| ( (?:-u|--user) (?<= curl (?:[^\n]|\\\n){0,250} [ \t](?:-u|--user) )
+    (?= [ \t=]+ ["']? (?! [$<{\[] )
+        (?: [^ \t\n"':]{0,64} ["']? : ["']?
+            (?! [$<{\[] | (?:password|passwd|pass|secret|token|test|changeme|x+|y+|\*+)(?![^ \t\n"']) )
+            [^ \t\n"']{3}
+          | [^ \t\n"':]{8,64} : (?![^ \t\n"']) ) ) )
 $re$;
 
 
@@ -176,12 +221,15 @@ CREATE OR REPLACE FUNCTION memgov.secret_assignment_candidate_pattern()
 RETURNS text
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
 RETURN $re$(?x)
-  (?: [:=] | [ \t](?:[Ii][Ss]|[Ww][Aa][Ss])[ \t] )
-  (?= [=>]? [ \t]*
-      (?: ["'`]? (?=[A-Za-z0-9!#$%&*+./=?@^_~-]*[0-9!#$%&*+/=?@^_~])
-                 [A-Za-z0-9][A-Za-z0-9!#$%&*+./=?@^_~-]{5}
-        | ["'`]? [A-Za-z]{16}
-        | [A-Za-z]+ [ \t]+ [A-Za-z0-9._~+/-]{16} ) )
+  (?: = | :[ \t"'`=] | [ \t](?:[Ii][Ss]|[Ww][Aa][Ss])[ \t] | ["'][ \t]*, | > )
+  (?= [=>]{0,2} [ \t\r\n]*
+      (?: ["'`]?
+          (?: (?=[A-Za-z0-9!#$%&*+./:=?@^_~-]*[0-9!#$%&*+/:=?@^_~])
+              [A-Za-z0-9_][A-Za-z0-9!#$%&*+./:=?@^_~-]{5}
+            | [A-Za-z]{16}
+            | [A-Za-z-]+ [ \t]+ (?: [A-Za-z0-9._~+/-]{16} | [A-Za-z0-9+/]{6,}= ) )
+        | ["'`] [^ \t\r\n"'`$<{%][^ \t\r\n"'`]{5} ) )
+| ["'`] [ \t]* [!=]=
 $re$;
 
 
@@ -189,28 +237,66 @@ $re$;
 CREATE OR REPLACE FUNCTION memgov.secret_assignment_pattern()
 RETURNS text
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
--- Anchored on the separator (= : => := "is" "was"), which is rare, rather
--- than on the key names, which are many. The lookahead wants a value that
--- looks like a credential: 6+ characters with a digit or symbol, or a 16+
--- letter passphrase, not a placeholder (YOUR_API_KEY, <token>,
--- ${DB_PASSWORD}, ********, xxxx, example ...), or an HTTP auth scheme and
--- its token ("Basic dXNl...", "token 0123..."). Only then the lookbehind
--- checks the key: a credential name (password, DB_PASSWORD, api_key,
--- x-api-key, client_secret, access_token, Authorization, пароль ...) that
--- ends its identifier, optionally qualified ("password for the guest wifi").
+-- Anchored on the separator, which is rare, rather than on the key names,
+-- which are many: "=" or ":" (and, through the characters around them,
+-- := ::= ?= .= += => == === !=), "is" / "was" in prose, the comma between
+-- a quoted key and its value in a call (setProperty("API_TOKEN", "...")),
+-- and the ">" of an XML element (<apiToken>...</apiToken>). The lookahead
+-- wants a value that looks like a credential: 6+ characters with a digit
+-- or symbol, or a 16+ letter passphrase, or an HTTP auth scheme and its
+-- token ("Basic dXNl...", "Api-Token 0123..."). Placeholders are not
+-- values: YOUR_API_KEY, <token>, ${DB_PASSWORD}, ********, and a value
+-- holding a run of x / # / *, a redaction ("[Redacted]") or a truncation
+-- ("abc..."), or a counting sequence (123456789). Only then the lookbehind
+-- checks the key: a credential name (password, DB_PASS, api_key,
+-- x-api-key, client_secret, access_token, credentials, creds, user_auth,
+-- Authorization, пароль ...) that ends its identifier, optionally followed
+-- by a number or a representation suffix (token1, secretString), a type
+-- (var apiToken string =, char secret[25] =) or a qualifier ("password for
+-- the guest wifi"); a key that names something public is not one
+-- (publicToken, publishable_key, csrf-token).
 RETURN $re$(?xi)
-  (?: [:=] | [ \t](?:is|was)[ \t] )
-  (?= [=>]? [ \t]*
-      (?: ["'`]? (?!your|xxx|example|placeholder|redacted|changeme)
-          (?: (?=[A-Za-z0-9!#$%&*+./=?@^_~-]*[0-9!#$%&*+/=?@^_~])
-              [A-Za-z0-9][A-Za-z0-9!#$%&*+./=?@^_~-]{5}
-            | [A-Za-z]{16} )
-        | (?:basic|token) [ \t]+ (?!your) [A-Za-z0-9._~+/-]{16} ) )
-  (?<= (?:pass(?:word|wd|phrase)|pwd|secret|token|authorization
-         |(?:api|access|secret|private|signing|encryption|master|client)[ _-]?key|apikey
-         |[Пп]ароль|[Тт]окен)
-       (?:[ \t]+(?:for|of|to|від|до|для)[ \t][^:=\n]{1,30})?
-       ["']? [ \t]* (?:[:=]|[ \t](?:is|was)[ \t]) )
+  (?:
+    (?: = | :(?=[ \t"'`=]) | [ \t](?:is|was)[ \t] )
+    (?= [=>]{0,2} [ \t]*
+        (?: (?! ["'`]? (?:your|xxx|example|placeholder|redacted|changeme) )
+            (?! ["'`]? (?: [A-Za-z0-9!#$%&*+./?@^_~-]*
+                (?: xxxxxx | \#\#\#\# | \*\*\*\* | \.\.(?![A-Za-z0-9]) | your[_-] | [_-]here(?![a-z]) ) | \[redacted ) )
+            (?: ["'`]? (?=[A-Za-z0-9!#$%&*+./:=?@^_~-]*[0-9!#$%&*+/:=?@^_~])
+                [A-Za-z0-9_][A-Za-z0-9!#$%&*+./:=?@^_~-]{5}
+              | ["'`]? [A-Za-z]{16}
+                # a quoted literal may hold any symbol: "m{h}o)p$e]n"
+              | ["'`] (?=[^ \t\r\n"'`]*[0-9!#$%&*+/:=?@^_~(){}<>;,|\\-])
+                [^ \t\r\n"'`$<{%][^ \t\r\n"'`]{5,} ["'`] )
+            # an HTTP auth scheme and its credentials: Basic dXNl..., Api-Token 0123...
+          | (?:basic|digest|token|api-?token|api-?key|negotiate|hmac) [ \t]+ (?!your)
+            (?: [A-Za-z0-9._~+/-]{16} | [A-Za-z0-9+/]{6,}={1,2} ) ) )
+    (?<= (?: pass(?:word|wd|phrase)? | pwd | secrete? | token | authorization | creds? | credentials?
+           | (?:[^a-z]|^)auth
+           | (?:api|access|secret|private|signing|encryption|master|client|account|consumer|session)[ _-]?key | apikey
+           | [Пп]ароль | [Тт]окен )
+         (?: [_-]?[0-9]{1,3} | [_-]?(?:string|str|value|val|b64|base64|hex|raw|enc|encoded|encrypted|plain|plaintext) )?
+         (?: \[[0-9]*\] )?
+         (?: [ \t]*:?[ \t]*(?:string|str|char|text|bytes|\[\]byte) )?
+         (?: [ \t]+(?:for|of|to|від|до|для)[ \t][^:=\n]{1,30} )?
+         ["'`]? [ \t]* [:?.!+]{0,3} (?:[:=]|[ \t](?:is|was)[ \t]) )
+    (?<! (?:public|publishable|csrf|xsrf)[a-z0-9_.-]{0,12}(?:token|key)["'`]? [ \t]* [:?.!+]{0,3} [:=] )
+  | # a comparison with the literal first: if ("value" == password)
+    = (?= =?=? [ \t]* [a-z0-9_.]{0,30}(?:password|passwd|pwd|secret|token|api_?key|private_key)(?![a-z0-9_]) )
+    (?<= ["'`] [^ \t\r\n"'`$<{%][^ \t\r\n"'`]{5,} ["'`] [ \t]* [!=]= )
+  | # a call's arguments: ("API_TOKEN", "value")
+    ["'] [ \t]* ,
+    (?= [ \t]* ["'] (?=[A-Za-z0-9!#$%&*+./:=?@^_~-]*[0-9!#$%&*+/:=?@^_~])
+        [A-Za-z0-9_][A-Za-z0-9!#$%&*+./:=?@^_~-]{5}
+        (?! [A-Za-z0-9!#$%&*+./?@^_~-]* (?: xxxxxx | \#\#\#\# | \*\*\*\* | your[_-] ) ) )
+    (?<= ["'] [a-z0-9_.-]* (?:pass(?:word|wd)?|pwd|secret|token|creds?|credentials?|[_-]key|apikey) ["'] [ \t]* , )
+  | # an XML element: <apiToken>value</apiToken>
+    >
+    (?= [ \t\r\n]* (?=[A-Za-z0-9!#$%&*+./:=?@^_~-]*[0-9!#$%&*+/:=?@^_~])
+        [A-Za-z0-9_][A-Za-z0-9!#$%&*+./:=?@^_~-]{5,} [ \t\r\n]* </ )
+    (?! [ \t\r\n]* [A-Za-z0-9!#$%&*+./:=?@^_~-]* (?: xxxxxx | \#\#\#\# | \*\*\*\* | your[_-] ) )
+    (?<= < [a-z0-9_:.-]* (?:password|passwd|pwd|secret|token|creds?|credentials?|[_-]?key|apikey) > )
+  )
 $re$;
 
 
@@ -311,7 +397,9 @@ BEGIN ATOMIC
               FROM regexp_matches(p_text COLLATE "C", memgov.secret_token_pattern(), 'g') AS m(groups),
                    unnest(m.groups, ARRAY['private_key', 'sk_key', 'aws_key', 'jwt',
                                           'github_token', 'slack_token', 'bearer',
-                                          'url_credentials']) AS g(hit, kind)
+                                          'url_credentials', 'google_api_key', 'npm_token',
+                                          'sendgrid_key', 'twilio_key', 'gitlab_token',
+                                          'slack_webhook', 'curl_user']) AS g(hit, kind)
              WHERE g.hit IS NOT NULL
             UNION
             SELECT 'assignment'

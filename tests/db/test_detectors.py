@@ -37,6 +37,13 @@ SECRET_KINDS = frozenset(
         "github_token",
         "slack_token",
         "url_credentials",
+        "google_api_key",
+        "npm_token",
+        "sendgrid_key",
+        "twilio_key",
+        "gitlab_token",
+        "slack_webhook",
+        "curl_user",
     }
 )
 CASE_KEYS = frozenset({"text", "pii", "secret", "kind", "note"})
