@@ -374,6 +374,93 @@ RETURN ((p_text COLLATE "C") ~ memgov.secret_token_candidate_pattern()
         AND (p_text COLLATE "C") ~ memgov.secret_assignment_pattern());
 
 
+-- Regex for an IPv4 address (dotted quad, each octet 0-255) or an IPv6 address (RFC 3986 grammar, optional zone).
+CREATE OR REPLACE FUNCTION memgov.ip_address_pattern()
+RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+-- Not part of contains_pii: an address is personal data only sometimes
+-- (a home connection, not a server), and memory texts hold many of them.
+-- The IPv6 alternatives are RFC 3986's IPv6address rule, so "14:30:00" and
+-- MAC addresses are not addresses, and a bare "::" counts only as a prefix
+-- ("::/0"), never in prose or code ("f :: Int", "std::map").
+RETURN $re$(?x)
+  (?:^|[^0-9A-Za-z_.:])
+  (?: (?:25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9]?[0-9])(?:\.(?:25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9]?[0-9])){3} (?![0-9A-Za-z_]|\.[0-9])
+    | (?: (?:[0-9A-Fa-f]{1,4}:){6}(?:[0-9A-Fa-f]{1,4}:[0-9A-Fa-f]{1,4}|(?:25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9]?[0-9])(?:\.(?:25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9]?[0-9])){3})
+      | ::(?:[0-9A-Fa-f]{1,4}:){5}(?:[0-9A-Fa-f]{1,4}:[0-9A-Fa-f]{1,4}|(?:25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9]?[0-9])(?:\.(?:25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9]?[0-9])){3})
+      | (?:[0-9A-Fa-f]{1,4})?::(?:[0-9A-Fa-f]{1,4}:){4}(?:[0-9A-Fa-f]{1,4}:[0-9A-Fa-f]{1,4}|(?:25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9]?[0-9])(?:\.(?:25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9]?[0-9])){3})
+      | (?:[0-9A-Fa-f]{1,4}(?::[0-9A-Fa-f]{1,4}){0,1})?::(?:[0-9A-Fa-f]{1,4}:){3}(?:[0-9A-Fa-f]{1,4}:[0-9A-Fa-f]{1,4}|(?:25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9]?[0-9])(?:\.(?:25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9]?[0-9])){3})
+      | (?:[0-9A-Fa-f]{1,4}(?::[0-9A-Fa-f]{1,4}){0,2})?::(?:[0-9A-Fa-f]{1,4}:){2}(?:[0-9A-Fa-f]{1,4}:[0-9A-Fa-f]{1,4}|(?:25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9]?[0-9])(?:\.(?:25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9]?[0-9])){3})
+      | (?:[0-9A-Fa-f]{1,4}(?::[0-9A-Fa-f]{1,4}){0,3})?::[0-9A-Fa-f]{1,4}:(?:[0-9A-Fa-f]{1,4}:[0-9A-Fa-f]{1,4}|(?:25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9]?[0-9])(?:\.(?:25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9]?[0-9])){3})
+      | (?:[0-9A-Fa-f]{1,4}(?::[0-9A-Fa-f]{1,4}){0,4})?::(?:[0-9A-Fa-f]{1,4}:[0-9A-Fa-f]{1,4}|(?:25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9]?[0-9])(?:\.(?:25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9]?[0-9])){3})
+      | (?:[0-9A-Fa-f]{1,4}(?::[0-9A-Fa-f]{1,4}){0,5})?::[0-9A-Fa-f]{1,4}
+      | (?:[0-9A-Fa-f]{1,4}(?::[0-9A-Fa-f]{1,4}){0,6})?::(?=/[0-9]) )
+      (?:%[0-9A-Za-z._~-]+)? (?![0-9A-Za-z_:]|\.[0-9]) )
+$re$;
+
+
+-- True when p_text contains an IPv4 or IPv6 address (NULL for NULL); the field content.contains_ip_address.
+CREATE OR REPLACE FUNCTION memgov.contains_ip_address(p_text text)
+RETURNS boolean
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+-- A dot or a colon is a necessary condition, and most prose has neither
+-- next to a digit: the strpos tests spare it the pattern.
+RETURN (strpos(p_text, '.') > 0 OR strpos(p_text, ':') > 0)
+   AND (p_text COLLATE "C") ~ memgov.ip_address_pattern();
+
+
+-- Regex for an IBAN candidate: country code, 2 check digits, 11-30 letters and digits, optionally in groups of 4.
+CREATE OR REPLACE FUNCTION memgov.iban_pattern()
+RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+-- ISO 13616: 15-34 characters in all; printed in groups of four separated
+-- by single spaces (DE89 3704 0044 0532 0130 00) or unbroken. The whole
+-- match is the candidate; memgov.iban_valid() checks it.
+RETURN $re$(?x)
+  (?<![0-9A-Za-z]) [A-Z]{2}[0-9]{2} (?: (?:[ ]?[0-9A-Z]{4}){2,7} (?:[ ]?[0-9A-Z]{1,4})? ) (?![0-9A-Za-z])
+$re$;
+
+
+-- True when p_iban (spaces allowed) is an IBAN whose check digits pass ISO 7064 mod 97-10.
+CREATE OR REPLACE FUNCTION memgov.iban_valid(p_iban text)
+RETURNS boolean
+LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE
+AS $fn$
+-- Move the country code and check digits to the end, read letters as
+-- 10..35, and the remainder modulo 97 must be 1. The remainder is carried
+-- digit by digit, so no number ever exceeds 4 digits.
+DECLARE
+    v_iban      text := upper(replace(p_iban, ' ', ''));
+    v_rearranged text;
+    v_code      integer;
+    v_remainder integer := 0;
+BEGIN
+    IF length(v_iban) NOT BETWEEN 15 AND 34 OR v_iban !~ '^[A-Z]{2}[0-9]{2}[0-9A-Z]+$' THEN
+        RETURN false;
+    END IF;
+    v_rearranged := substr(v_iban, 5) || substr(v_iban, 1, 4);
+    FOR v_i IN 1..length(v_rearranged) LOOP
+        v_code := ascii(substr(v_rearranged, v_i, 1));
+        IF v_code BETWEEN 48 AND 57 THEN                          -- '0'..'9'
+            v_remainder := (v_remainder * 10 + v_code - 48) % 97;
+        ELSE                                                      -- 'A'..'Z' = 10..35
+            v_remainder := (v_remainder * 100 + v_code - 55) % 97;
+        END IF;
+    END LOOP;
+    RETURN v_remainder = 1;
+END
+$fn$;
+
+
+-- True when p_text contains an IBAN that passes the mod-97 check (NULL for NULL); the field content.contains_iban.
+CREATE OR REPLACE FUNCTION memgov.contains_iban(p_text text)
+RETURNS boolean
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+RETURN (p_text COLLATE "C") ~ memgov.iban_pattern()
+   AND (p_text IS NULL OR EXISTS (SELECT FROM regexp_matches(p_text COLLATE "C", memgov.iban_pattern(), 'g') AS m(groups)
+                WHERE memgov.iban_valid(m.groups[1])));
+
+
 -- Names the detectors that fire on p_text: {"pii": [kinds], "secret": [kinds]}, kinds sorted, [] when none; NULL for NULL.
 CREATE OR REPLACE FUNCTION memgov.detect_content(p_text text)
 RETURNS jsonb
@@ -516,6 +603,7 @@ BEGIN
                'pii_candidate_pattern', 'pii_pattern', 'card_pattern', 'secret_token_candidate_pattern',
                'secret_token_pattern', 'secret_assignment_candidate_pattern', 'secret_assignment_pattern',
                'luhn_valid', 'contains_card', 'contains_pii', 'contains_secret', 'detect_content',
+               'ip_address_pattern', 'contains_ip_address', 'iban_pattern', 'iban_valid', 'contains_iban',
                'risk_level', 'risk_assessment'])
     LOOP
         EXECUTE pg_catalog.format('GRANT EXECUTE ON FUNCTION %s TO PUBLIC', v_function);

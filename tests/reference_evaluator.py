@@ -54,7 +54,16 @@ ITEM_KEYS: Mapping[str, str] = {
     "scope.session_id": "session_id",
     "context.source": "context_source",
 }
-UNSUPPORTED = frozenset({"content.contains_pii", "content.contains_secret", "risk_score", "risk_level"})
+UNSUPPORTED = frozenset(
+    {
+        "content.contains_pii",
+        "content.contains_secret",
+        "content.contains_iban",
+        "content.contains_ip_address",
+        "risk_score",
+        "risk_level",
+    }
+)
 
 
 def item_defaults(now: dt.datetime) -> dict[str, Any]:

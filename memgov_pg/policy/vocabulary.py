@@ -71,6 +71,10 @@ class Computed:
 _COMPUTED_LIST: tuple[Computed, ...] = (
     Computed("pii", (("v_pii", "boolean"),), "v_pii := memgov.contains_pii(p_item.fact_text);"),
     Computed("secret", (("v_secret", "boolean"),), "v_secret := memgov.contains_secret(p_item.fact_text);"),
+    Computed("iban", (("v_iban", "boolean"),), "v_iban := memgov.contains_iban(p_item.fact_text);"),
+    Computed(
+        "ip_address", (("v_ip_address", "boolean"),), "v_ip_address := memgov.contains_ip_address(p_item.fact_text);"
+    ),
     Computed(
         "risk",
         (("v_risk_score", "numeric"), ("v_risk_level", "text")),
@@ -259,6 +263,24 @@ _FIELD_LIST: tuple[FieldSpec, ...] = (
         needs=("secret",),
     ),
     FieldSpec(
+        "content.contains_iban",
+        _T.BOOL,
+        _O.DETECTOR,
+        None,
+        description="IBAN with valid mod-97 check digits in fact_text (docs/detectors.md)",
+        sql="v_iban",
+        needs=("iban",),
+    ),
+    FieldSpec(
+        "content.contains_ip_address",
+        _T.BOOL,
+        _O.DETECTOR,
+        None,
+        description="IPv4 or IPv6 address in fact_text, not part of contains_pii (docs/detectors.md)",
+        sql="v_ip_address",
+        needs=("ip_address",),
+    ),
+    FieldSpec(
         "content.length",
         _T.INT,
         _O.DERIVED,
@@ -332,6 +354,10 @@ FIELD_HINTS: Final[Mapping[str, str]] = MappingProxyType(
         "operation": "operation_type",
         "contains_pii": "content.contains_pii",
         "contains_secret": "content.contains_secret",
+        "contains_iban": "content.contains_iban",
+        "contains_ip_address": "content.contains_ip_address",
+        "contains_ip": "content.contains_ip_address",
+        "content.contains_ip": "content.contains_ip_address",
         "length": "content.length",
         "text": "fact_text",
     }

@@ -1201,6 +1201,7 @@ REVIEWER_API = {"memgov.approve(uuid,text)", "memgov.deny(uuid,text)", "memgov.r
 PURE = {"pii_candidate_pattern", "pii_pattern", "card_pattern", "secret_token_candidate_pattern",
         "secret_token_pattern", "secret_assignment_candidate_pattern", "secret_assignment_pattern",
         "luhn_valid", "contains_card", "contains_pii", "contains_secret", "detect_content", "risk_level",
+        "ip_address_pattern", "contains_ip_address", "iban_pattern", "iban_valid", "contains_iban",
         "risk_assessment", "is_tenant_id", "decision_json", "check_operation", "no_policy_decision",
         "expiry_of", "content_of", "shortens_life", "stricter", "invoker_role", "raise_denied"}  # fmt: skip
 

@@ -46,7 +46,9 @@ SECRET_KINDS = frozenset(
         "curl_user",
     }
 )
-CASE_KEYS = frozenset({"text", "pii", "secret", "kind", "note"})
+CASE_KEYS = frozenset({"text", "pii", "secret", "kind", "note", "iban", "ip_address"})
+# Fields outside contains_pii / contains_secret (opt-in): key in the corpus -> function.
+OPT_IN_FIELDS = {"iban": "memgov.contains_iban", "ip_address": "memgov.contains_ip_address"}
 
 D = decimal.Decimal
 
@@ -62,6 +64,7 @@ class Case:
     secret: bool
     kinds: frozenset[str]
     note: str | None
+    opt_in: frozenset[str] = frozenset()  # the OPT_IN_FIELDS that hold for this text
 
 
 def load_corpus() -> list[Case]:
@@ -84,7 +87,10 @@ def load_corpus() -> list[Case]:
             # a negative names none of its family.
             assert entry["pii"] == bool(kinds & PII_KINDS), f"{where}: pii label and kind disagree"
             assert entry["secret"] == bool(kinds & SECRET_KINDS), f"{where}: secret label and kind disagree"
-            cases.append(Case(where, entry["text"], entry["pii"], entry["secret"], kinds, entry.get("note")))
+            for field in OPT_IN_FIELDS:
+                assert isinstance(entry.get(field, False), bool), f"{where}: {field} must be true/false"
+            opt_in = frozenset(field for field in OPT_IN_FIELDS if entry.get(field, False))
+            cases.append(Case(where, entry["text"], entry["pii"], entry["secret"], kinds, entry.get("note"), opt_in))
     return cases
 
 
@@ -177,6 +183,44 @@ def test_detector_precision_and_recall(db_conn: psycopg.Connection[Any], family:
         f"{family}: precision {score.precision:.3f}, recall {score.recall:.3f} "
         f"(need {THRESHOLD})\n{misses(CORPUS, expected, actual)}"
     )
+
+
+@pytest.mark.parametrize("field", sorted(OPT_IN_FIELDS))
+def test_opt_in_field_precision_and_recall(db_conn: psycopg.Connection[Any], field: str) -> None:
+    """IBAN and IP addresses are fields of their own; every corpus line is labelled for them."""
+    actual = evaluate(db_conn, f"{OPT_IN_FIELDS[field]}(c.t)")
+    expected = [field in case.opt_in for case in CORPUS]
+    score = Score()
+    for e, a in zip(expected, actual, strict=True):
+        assert a is not None
+        score.add(e, a)
+    print_table(f"{OPT_IN_FIELDS[field]} over {len(CORPUS)} labelled texts", {field: score})
+    print(misses(CORPUS, expected, actual))
+    assert score.tp >= 8, f"too few positives for {field}"
+    assert score.precision >= THRESHOLD and score.recall >= THRESHOLD, misses(CORPUS, expected, actual)
+    wrong = [
+        case.text
+        for case, e, a in zip(CORPUS, expected, actual, strict=True)
+        if e != a and not (case.note or "").startswith("known false")
+    ]
+    assert not wrong
+
+
+@pytest.mark.parametrize(
+    ("iban", "valid"),
+    [
+        ("DE89 3704 0044 0532 0130 00", True),
+        ("GB82WEST12345698765432", True),
+        ("gb82 west 1234 5698 7654 32", True),  # case and spaces do not matter
+        ("DE89 3704 0044 0532 0130 01", False),  # one digit off
+        ("GB28WEST12345698765432", False),  # check digits of another account
+        ("NO938601111794", False),  # too short
+        ("DE89-3704-0044-0532-0130-00", False),  # not an IBAN's separator
+    ],
+)
+def test_iban_valid(db_conn: psycopg.Connection[Any], iban: str, valid: bool) -> None:
+    row = db_conn.execute("SELECT memgov.iban_valid(%s)", [iban]).fetchone()
+    assert row == (valid,)
 
 
 def test_every_line_not_marked_as_a_known_limit_is_right(db_conn: psycopg.Connection[Any]) -> None:
@@ -291,9 +335,10 @@ def test_detect_content_reports_kinds(
 
 def test_detectors_pass_null_through(db_conn: psycopg.Connection[Any]) -> None:
     row = db_conn.execute(
-        "SELECT memgov.contains_pii(NULL), memgov.contains_secret(NULL), memgov.detect_content(NULL)"
+        "SELECT memgov.contains_pii(NULL), memgov.contains_secret(NULL), memgov.detect_content(NULL),"
+        "       memgov.contains_iban(NULL), memgov.contains_ip_address(NULL)"
     ).fetchone()
-    assert row == (None, None, None)
+    assert row == (None, None, None, None, None)
 
 
 @pytest.mark.parametrize(
@@ -478,6 +523,11 @@ DETECTOR_FUNCTIONS = [
     "memgov.contains_pii(text)",
     "memgov.contains_secret(text)",
     "memgov.detect_content(text)",
+    "memgov.ip_address_pattern()",
+    "memgov.contains_ip_address(text)",
+    "memgov.iban_pattern()",
+    "memgov.iban_valid(text)",
+    "memgov.contains_iban(text)",
     "memgov.risk_level(numeric,jsonb)",
     "memgov.risk_assessment(text,boolean,boolean,text,text,text,jsonb)",
     "memgov.risk_assessment(text,text,text,text,text,jsonb)",
