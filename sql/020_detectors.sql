@@ -132,9 +132,10 @@ LANGUAGE sql IMMUTABLE PARALLEL SAFE
 -- lower-case letter named here costs a little on every row of prose. So the
 -- fragments are chosen to name few of them: "_" stands for sk_live_, ghp_,
 -- github_pat_, npm_ ...; "k-" for sk-, "t-" / "s-" for GitLab's glpat- ...
--- gloas-; "yJ" for eyJ; "xo" / "xap" for Slack; "url" for curl.
+-- gloas-; "yJ" for eyJ; "xo" / "xap" for Slack; "url" for curl; two
+-- letters of AKIA, ASIA, ABIA, ACCA, A3T and AIza.
 RETURN $re$(?x)
-  ----- | :// | _ | A[KS]IA | ABIA | ACCA | A3T | AIz | SG\. | SK | GR1 | EARER | earer
+  ----- | :// | _ | A[KS3BCI][KSICTz] | SG\. | SK | GR1 | EARER | earer
 | [kst]- | yJ | xo | xap | url | ks\.
 $re$;
 
