@@ -58,10 +58,12 @@ $re$;
 CREATE OR REPLACE FUNCTION memgov.pii_pattern()
 RETURNS text
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
--- "(?:^|[^0-9A-Za-z_./+-])" consumes the character before a number instead
--- of a lookbehind: PostgreSQL would test a leading lookbehind at every
--- position of the text. The national formats and the SSN share it, so the
--- engine tracks one boundary, not one per alternative. Validity checks sit
+-- The characters before a number are consumed instead of tested by a
+-- lookbehind: PostgreSQL would test a leading lookbehind at every position
+-- of the text. The national formats and the SSN share one boundary, so the
+-- engine tracks one, not one per alternative: not a letter, digit or
+-- number punctuation, and a space only when no digit precedes it (the last
+-- groups of a longer number, an IBAN's 0532 0130 00, are not a phone). Validity checks sit
 -- at the end of each alternative, where they run once per candidate.
 RETURN $re$(?x)
   # 1 email: x@domain.tld -- not an SSH remote (git@github.com:...), the user
@@ -72,7 +74,7 @@ RETURN $re$(?x)
   #   separated by spaces, dots, dashes or parentheses: +1 (555) 123-4567,
   #   +44 20 7946 0958, +380 50 123 45 67, +380501234567
 | (?:^|[^0-9A-Za-z_+]) ( \+[1-9] (?:[ ().-]{0,2}[0-9]){7,14} (?![0-9]|[ ().-]{1,2}[0-9]) )
-| (?:^|[^0-9A-Za-z_./+-])
+| (?: ^ | [^0-9A-Za-z_./+ -] | (?:^|[^0-9])[ ] )
   (?:
     # 3 phone, national
     ( # North American (NANP): (555) 123-4567, 555-123-4567, 555.123.4567,
