@@ -224,7 +224,7 @@ CREATE OR REPLACE FUNCTION memgov.secret_assignment_candidate_pattern()
 RETURNS text
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
 RETURN $re$(?x)
-  (?: = | :[ \t"'`=] | [ \t](?:[Ii][Ss]|[Ww][Aa][Ss])[ \t] | ["'][ \t]*, | > )
+  (?: = | :(?![0-9]) | [ \t](?:[Ii][Ss]|[Ww][Aa][Ss])[ \t] | ["'][ \t]*, | > )
   (?= [=>]{0,2} [ \t\r\n]*
       (?: ["'`]?
           (?: (?=[A-Za-z0-9!#$%&*+./:=?@^_~-]*[0-9!#$%&*+/:=?@^_~])
@@ -241,8 +241,9 @@ CREATE OR REPLACE FUNCTION memgov.secret_assignment_pattern()
 RETURNS text
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
 -- Anchored on the separator, which is rare, rather than on the key names,
--- which are many: "=" or ":" (and, through the characters around them,
--- := ::= ?= .= += => == === !=), "is" / "was" in prose, the comma between
+-- which are many: "=" or ":" (not ":" and a digit: a time; nor a qualified
+-- name's "a.b:c") and, through the characters around them,
+-- := ::= ?= .= += => == === !=; "is" / "was" in prose; the comma between
 -- a quoted key and its value in a call (setProperty("API_TOKEN", "...")),
 -- and the ">" of an XML element (<apiToken>...</apiToken>). The lookahead
 -- wants a value that looks like a credential: 6+ characters with a digit
@@ -250,7 +251,7 @@ LANGUAGE sql IMMUTABLE PARALLEL SAFE
 -- token ("Basic dXNl...", "Api-Token 0123..."). Placeholders are not
 -- values: YOUR_API_KEY, <token>, ${DB_PASSWORD}, ********, and a value
 -- holding a run of x / # / *, a redaction ("[Redacted]") or a truncation
--- ("abc..."), or a counting sequence (123456789). Only then the lookbehind
+-- ("abc..."). Only then the lookbehind
 -- checks the key: a credential name (password, DB_PASS, api_key,
 -- x-api-key, client_secret, access_token, credentials, creds, user_auth,
 -- Authorization, пароль ...) that ends its identifier, optionally followed
@@ -260,7 +261,11 @@ LANGUAGE sql IMMUTABLE PARALLEL SAFE
 -- (publicToken, publishable_key, csrf-token).
 RETURN $re$(?xi)
   (?:
-    (?: = | :(?=[ \t"'`=]) | [ \t](?:is|was)[ \t] )
+    (?: = | :(?=[ \t"'`=])
+      # "key:value" without a blank (password:hunter2), but not a qualified
+      # name's (io.jsonwebtoken:jjwt-api, host:port, //user:...)
+      | :(?=[A-Za-z_!#$%&*+.?@^~-]) (?<! [.:/@][A-Za-z0-9_-]{1,40}: )
+      | [ \t](?:is|was)[ \t] )
     (?= [=>]{0,2} [ \t]*
         (?: (?! ["'`]? (?:your|xxx|example|placeholder|redacted|changeme) )
             (?! ["'`]? (?: [A-Za-z0-9!#$%&*+./?@^_~-]*
