@@ -245,20 +245,20 @@ LANGUAGE sql IMMUTABLE PARALLEL SAFE
 -- name's "a.b:c") and, through the characters around them,
 -- := ::= ?= .= += => == === !=; "is" / "was" in prose; the comma between
 -- a quoted key and its value in a call (setProperty("API_TOKEN", "...")),
--- and the ">" of an XML element (<apiToken>...</apiToken>). The lookahead
--- wants a value that looks like a credential: 6+ characters with a digit
--- or symbol, or a 16+ letter passphrase, or an HTTP auth scheme and its
--- token ("Basic dXNl...", "Api-Token 0123..."). Placeholders are not
--- values: YOUR_API_KEY, <token>, ${DB_PASSWORD}, ********, and a value
--- holding a run of x / # / *, a redaction ("[Redacted]") or a truncation
--- ("abc..."). Only then the lookbehind
--- checks the key: a credential name (password, DB_PASS, api_key,
--- x-api-key, client_secret, access_token, credentials, creds, user_auth,
--- Authorization, пароль ...) that ends its identifier, optionally followed
--- by a number or a representation suffix (token1, secretString), a type
--- (var apiToken string =, char secret[25] =) or a qualifier ("password for
--- the guest wifi"); a key that names something public is not one
--- (publicToken, publishable_key, csrf-token).
+-- and the ">" of an XML element (<apiToken>...</apiToken>). At each
+-- separator the lookbehind first checks the key, which most separators in
+-- prose and code fail at once: a credential name (password, DB_PASS,
+-- api_key, x-api-key, client_secret, access_token, credentials, creds,
+-- user_auth, Authorization, пароль ...) that ends its identifier, optionally
+-- followed by a number or a representation suffix (token1, secretString), a
+-- type (var apiToken string =, char secret[25] =) or a qualifier ("password
+-- for the guest wifi"); a key that names something public is not one
+-- (publicToken, publishable_key, csrf-token). Only then the lookahead wants
+-- a value that looks like a credential: 6+ characters with a digit or
+-- symbol, or a 16+ letter passphrase, or an HTTP auth scheme and its token
+-- ("Basic dXNl...", "Api-Token 0123..."). Placeholders are not values:
+-- YOUR_API_KEY, <token>, ${DB_PASSWORD}, ********, and a value holding a run
+-- of x / # / *, a redaction ("[Redacted]") or a truncation ("abc...").
 RETURN $re$(?xi)
   (?:
     (?: = | :(?=[ \t"'`=])
@@ -266,6 +266,16 @@ RETURN $re$(?xi)
       # name's (io.jsonwebtoken:jjwt-api, host:port, //user:...)
       | :(?=[A-Za-z_!#$%&*+.?@^~-]) (?<! [.:/@][A-Za-z0-9_-]{1,40}: )
       | [ \t](?:is|was)[ \t] )
+    (?<= (?: pass(?:word|wd|phrase)? | pwd | secrete? | token | authorization | creds? | credentials?
+           | (?:[^a-z]|^)auth
+           | (?:api|access|secret|private|signing|encryption|master|client|account|consumer|session)[ _-]?key | apikey
+           | [Пп]ароль | [Тт]окен )
+         (?: [_-]?[0-9]{1,3} | [_-]?(?:string|str|value|val|b64|base64|hex|raw|enc|encoded|encrypted|plain|plaintext) )?
+         (?: \[[0-9]*\] )?
+         (?: [ \t]*:?[ \t]*(?:string|str|char|text|bytes|\[\]byte) )?
+         (?: [ \t]+(?:for|of|to|від|до|для)[ \t][^:=\n]{1,30} )?
+         ["'`]? [ \t]* [:?.!+]{0,3} (?:[:=]|[ \t](?:is|was)[ \t]) )
+    (?<! (?:public|publishable|csrf|xsrf)[a-z0-9_.-]{0,12}(?:token|key)["'`]? [ \t]* [:?.!+]{0,3} [:=] )
     (?= [=>]{0,2} [ \t]*
         (?: (?! ["'`]? (?:your|xxx|example|placeholder|redacted|changeme) )
             (?! ["'`]? (?: [A-Za-z0-9!#$%&*+./?@^_~-]*
@@ -279,16 +289,6 @@ RETURN $re$(?xi)
             # an HTTP auth scheme and its credentials: Basic dXNl..., Api-Token 0123...
           | (?:basic|digest|token|api-?token|api-?key|negotiate|hmac) [ \t]+ (?!your)
             (?: [A-Za-z0-9._~+/-]{16} | [A-Za-z0-9+/]{6,}={1,2} ) ) )
-    (?<= (?: pass(?:word|wd|phrase)? | pwd | secrete? | token | authorization | creds? | credentials?
-           | (?:[^a-z]|^)auth
-           | (?:api|access|secret|private|signing|encryption|master|client|account|consumer|session)[ _-]?key | apikey
-           | [Пп]ароль | [Тт]окен )
-         (?: [_-]?[0-9]{1,3} | [_-]?(?:string|str|value|val|b64|base64|hex|raw|enc|encoded|encrypted|plain|plaintext) )?
-         (?: \[[0-9]*\] )?
-         (?: [ \t]*:?[ \t]*(?:string|str|char|text|bytes|\[\]byte) )?
-         (?: [ \t]+(?:for|of|to|від|до|для)[ \t][^:=\n]{1,30} )?
-         ["'`]? [ \t]* [:?.!+]{0,3} (?:[:=]|[ \t](?:is|was)[ \t]) )
-    (?<! (?:public|publishable|csrf|xsrf)[a-z0-9_.-]{0,12}(?:token|key)["'`]? [ \t]* [:?.!+]{0,3} [:=] )
   | # a comparison with the literal first: if ("value" == password)
     = (?= =?=? [ \t]* [a-z0-9_.]{0,30}(?:password|passwd|pwd|secret|token|api_?key|private_key)(?![a-z0-9_]) )
     (?<= ["'`] [^ \t\r\n"'`$<{%][^ \t\r\n"'`]{5,} ["'`] [ \t]* [!=]= )
