@@ -163,25 +163,25 @@ RETURN $re$(?x)
   #   and Stripe secret / restricted keys (sk_live_, rk_test_, sk_prod_ ...):
   #   20+ more characters, at least one of them a digit
 | ( (?:sk-|[rs]k_(?:live|test|prod)_) (?<! [A-Za-z0-9_-](?:sk-|[rs]k_(?:live|test|prod)_) )
-    (?= [A-Za-z0-9_-]{20} ) (?= [A-Za-z0-9_-]*[0-9] ) (?! [A-Za-z0-9_-]{0,20}(?:xxxxxx|XXXXXX) ) )
+    (?= [A-Za-z0-9_-]{20} ) (?= [A-Za-z0-9_-]*[0-9] ) (?! [A-Za-z0-9_-]*(?:xxxxxx|XXXXXX) ) )
   # 3 aws_key: AWS access key ids: AKIA (long-term), ASIA (temporary), ABIA,
   #   ACCA, A3T. + 16 upper-case letters and digits
 | ( (?:A[KS]IA|ABIA|ACCA|A3T[A-Z0-9]) (?<! [A-Za-z0-9](?:A[KS]IA|ABIA|ACCA|A3T[A-Z0-9]) )
-    (?= [A-Z0-9]{16}(?![A-Za-z0-9]) ) (?! [A-Z0-9]{0,10}XXXXXX ) )
+    (?= [A-Z0-9]{16}(?![A-Za-z0-9]) ) (?! [A-Z0-9]*XXXXXX ) )
   # 4 jwt: base64url segments, the header starting eyJ ('{"'): header,
   #   payload and signature, or an unsigned header.payload whose payload is
   #   JSON too (eyJ...)
 | ( eyJ (?<! [A-Za-z0-9_-]eyJ ) (?= [A-Za-z0-9_-]{10,} \. (?: [A-Za-z0-9_-]{10,} \. | eyJ[A-Za-z0-9_-]{10} ) ) )
   # 5 github_token: ghp_ gho_ ghu_ ghs_ ghr_ + 36, fine-grained github_pat_
-| ( gh[pousr]_ (?<! [A-Za-z0-9_]gh[pousr]_ ) (?= [A-Za-z0-9]{36} ) (?! [A-Za-z0-9]{0,30}(?:xxxxxx|XXXXXX) )
-  | github_pat_ (?<! [A-Za-z0-9_]github_pat_ ) (?= [A-Za-z0-9_]{22} ) (?! [A-Za-z0-9_]{0,60}(?:xxxxxx|XXXXXX) ) )
+| ( gh[pousr]_ (?<! [A-Za-z0-9_]gh[pousr]_ ) (?= [A-Za-z0-9]{36} ) (?! [A-Za-z0-9]*(?:xxxxxx|XXXXXX) )
+  | github_pat_ (?<! [A-Za-z0-9_]github_pat_ ) (?= [A-Za-z0-9_]{22} ) (?! [A-Za-z0-9_]*(?:xxxxxx|XXXXXX) ) )
   # 6 slack_token: bot, user, app-level and refresh tokens as Slack issues
   #   them: xoxb-/xoxp-/xoxa-/xoxo-/xoxs-/xoxr-/xoxe- + numeric team and
   #   user ids + a random part; xoxe-1-..., xoxe.xoxp-1-... (60+); xapp-1-...
 | ( (?:xox|xapp-) (?<! [A-Za-z0-9_-](?:xox|xapp-) )
     (?= (?<=xox) (?: [abposre]-(?:[0-9]-)?[0-9]{6,}-[A-Za-z0-9-]{10} | e(?:\.xox[bpe])?-1-[A-Za-z0-9-]{60} )
       | (?<=xapp-) 1-[A-Z0-9]{6,}-[0-9]{6,}-[A-Za-z0-9]{20} )
-    (?! [A-Za-z0-9.-]{0,60}(?:xxxxxx|XXXXXX|\#\#\#\#|\*\*\*\*) ) )
+    (?! [A-Za-z0-9.-]*(?:xxxxxx|XXXXXX|\#\#\#\#|\*\*\*\*) ) )
   # 7 bearer: "Bearer <token>" (in an Authorization header or not)
 | ( (?:[Bb]earer|BEARER) (?= [ \t]+ (?![Yy][Oo][Uu][Rr]) [A-Za-z0-9._~+/-]{16} ) )
   # 8 url_credentials: a password in a URL's user info
@@ -192,9 +192,9 @@ RETURN $re$(?x)
         (?! (?:password|passwd|pass|secret|changeme|x+|\*+)@ | [$<{*] )
         [^][ \t\n/?#@"'`<>]{3,} @ ) )
   # 9 google_api_key: AIza + 35
-| ( AIza (?<! [A-Za-z0-9_-]AIza ) (?= [0-9A-Za-z_-]{35} ) (?! [0-9A-Za-z_-]{0,30}(?:aaaaaa|xxxxxx|XXXXXX|abcdefgh) ) )
+| ( AIza (?<! [A-Za-z0-9_-]AIza ) (?= [0-9A-Za-z_-]{35} ) (?! [0-9A-Za-z_-]*(?:aaaaaa|xxxxxx|XXXXXX|abcdefgh) ) )
   # 10 npm_token: npm_ + 36
-| ( npm_ (?<! [A-Za-z0-9_]npm_ ) (?= [A-Za-z0-9]{36} ) (?! [A-Za-z0-9]{0,30}(?:xxxxxx|XXXXXX) ) )
+| ( npm_ (?<! [A-Za-z0-9_]npm_ ) (?= [A-Za-z0-9]{36} ) (?! [A-Za-z0-9]*(?:xxxxxx|XXXXXX) ) )
   # 11 sendgrid_key: SG. + 22 . + 43
 | ( SG\. (?<! [A-Za-z0-9_]SG\. ) (?= [A-Za-z0-9_-]{22}\.[A-Za-z0-9_-]{43} ) )
   # 12 twilio_key: API key SID, SK + 32 hex
@@ -204,10 +204,10 @@ RETURN $re$(?x)
   #   glft-, glcbt-, glimt-, glagent-, gloas-), runner registration GR1348941
 | ( (?:gl(?:pat|ptt|dt|rt|soat|ft|cbt|imt|agent|oas|ffct)-|GR1348941)
     (?<! [A-Za-z0-9_](?:gl(?:pat|ptt|dt|rt|soat|ft|cbt|imt|agent|oas|ffct)-|GR1348941) )
-    (?= [A-Za-z0-9_-]{20} ) (?! [A-Za-z0-9_-]{0,20}(?:xxxxxx|XXXXXX) ) )
+    (?= [A-Za-z0-9_-]{20} ) (?! [A-Za-z0-9_-]*(?:xxxxxx|XXXXXX) ) )
   # 14 slack_webhook: https://hooks.slack.com/services|workflows|triggers/...
 | ( hooks\.slack\.com/ (?= (?:services|workflows|triggers)/[A-Za-z0-9+/_-]{24} )
-    (?! [A-Za-z0-9+/_-]{0,60}(?:xxxxxx|XXXXXX) ) )
+    (?! [A-Za-z0-9+/_-]*(?:xxxxxx|XXXXXX) ) )
   # 15 curl_user: curl's -u / --user user:password (either part may be
   #   empty), within the same command (continuation lines included)
 | ( (?:-u|--user) (?<= curl (?:[^\n]|\\\n){0,250} [ \t](?:-u|--user) )
