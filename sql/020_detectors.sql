@@ -264,7 +264,7 @@ RETURN $re$(?xi)
     (?: = | :(?=[ \t"'`=])
       # "key:value" without a blank (password:hunter2), but not a qualified
       # name's (io.jsonwebtoken:jjwt-api, host:port, //user:...)
-      | :(?=[A-Za-z_!#$%&*+.?@^~-]) (?<! [.:/@][A-Za-z0-9_-]{1,40}: )
+      | :(?=[A-Za-z_!#$%&*+.?@^~-]) (?<! [.:/@][A-Za-z0-9_-]+: )
       | [ \t](?:is|was)[ \t] )
     (?<= (?: pass(?:word|wd|phrase)? | pwd | secrete? | token | authorization | creds? | credentials?
            | (?:[^a-z]|^)auth
@@ -275,7 +275,7 @@ RETURN $re$(?xi)
          (?: [ \t]*:?[ \t]*(?:string|str|char|text|bytes|\[\]byte) )?
          (?: [ \t]+(?:for|of|to|від|до|для)[ \t][^:=\n]{1,30} )?
          ["'`]? [ \t]* [:?.!+]{0,3} (?:[:=]|[ \t](?:is|was)[ \t]) )
-    (?<! (?:public|publishable|csrf|xsrf)[a-z0-9_.-]{0,12}(?:token|key)["'`]? [ \t]* [:?.!+]{0,3} [:=] )
+    (?<! (?:public|publishable|csrf|xsrf)[a-z0-9_.-]*(?:token|key)["'`]? [ \t]* [:?.!+]{0,3} [:=] )
     (?= [=>]{0,2} [ \t]*
         (?: (?! ["'`]? (?:your|xxx|example|placeholder|redacted|changeme) )
             (?! ["'`]? (?: [A-Za-z0-9!#$%&*+./?@^_~-]*
@@ -290,7 +290,7 @@ RETURN $re$(?xi)
           | (?:basic|digest|token|api-?token|api-?key|negotiate|hmac) [ \t]+ (?!your)
             (?: [A-Za-z0-9._~+/-]{16} | [A-Za-z0-9+/]{6,}={1,2} ) ) )
   | # a comparison with the literal first: if ("value" == password)
-    = (?= =?=? [ \t]* [a-z0-9_.]{0,30}(?:password|passwd|pwd|secret|token|api_?key|private_key)(?![a-z0-9_]) )
+    = (?= =?=? [ \t]* [a-z0-9_.]*(?:password|passwd|pwd|secret|token|api_?key|private_key)(?![a-z0-9_]) )
     (?<= ["'`] [^ \t\r\n"'`$<{%][^ \t\r\n"'`]{5,} ["'`] [ \t]* [!=]= )
   | # a call's arguments: ("API_TOKEN", "value")
     ["'] [ \t]* ,
