@@ -224,14 +224,15 @@ CREATE OR REPLACE FUNCTION memgov.secret_assignment_candidate_pattern()
 RETURNS text
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
 RETURN $re$(?x)
-  (?: = | :(?![0-9]) | [ \t](?:[Ii][Ss]|[Ww][Aa][Ss])[ \t] | ["'][ \t]*, | > )
-  (?= [=>]{0,2} [ \t\r\n]*
+  (?: = | :(?![0-9]) | [ \t](?:[Ii][Ss]|[Ww][Aa][Ss])[ \t] | ["'][ \t]*, )
+  (?= [=>]? [ \t]*
       (?: ["'`]?
           (?: (?=[A-Za-z0-9!#$%&*+./:=?@^_~-]*[0-9!#$%&*+/:=?@^_~])
               [A-Za-z0-9_][A-Za-z0-9!#$%&*+./:=?@^_~-]{5}
             | [A-Za-z]{16}
             | [A-Za-z-]+ [ \t]+ (?: [A-Za-z0-9._~+/-]{16} | [A-Za-z0-9+/]{6,}= ) )
         | ["'`] [^ \t\r\n"'`$<{%][^ \t\r\n"'`]{5} ) )
+| > [ \t\r\n]* [A-Za-z0-9_][A-Za-z0-9!#$%&*+./:=?@^_~-]{5}
 | ["'`] [ \t]* [!=]=
 $re$;
 
