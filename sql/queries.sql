@@ -135,9 +135,12 @@ SELECT to_regnamespace('memgov') IS NOT NULL AS exists;
 SELECT to_regprocedure('memgov.run_maintenance(boolean)') IS NOT NULL AS installed;
 
 -- name: cron_database_name
--- The database pg_cron lives in; NULL when the server has not loaded pg_cron.
-SELECT current_setting('cron.database_name', true) AS cron_database,
-       current_database()                          AS governed_database;
+-- The database pg_cron lives in; NULL when the server has not loaded pg_cron. A config file
+-- may still set cron.database_name after pg_cron left shared_preload_libraries: that is a
+-- placeholder of context 'user', pg_cron's own setting is a 'postmaster' one.
+SELECT (SELECT s.setting FROM pg_catalog.pg_settings s
+         WHERE s.name = 'cron.database_name' AND s.context = 'postmaster') AS cron_database,
+       current_database()                                                AS governed_database;
 
 -- name: pg_cron_installed
 -- Run in the cron database: whether CREATE EXTENSION pg_cron was done there.
