@@ -134,11 +134,14 @@ LANGUAGE sql IMMUTABLE PARALLEL SAFE
 -- lower-case letter named here costs a little on every row of prose. So the
 -- fragments are chosen to name few of them: "_" stands for sk_live_, ghp_,
 -- github_pat_, npm_ ...; "k-" for sk-, "t-" / "s-" for GitLab's glpat- ...
--- gloas-; "yJ" for eyJ; "xo" / "xap" for Slack; "url" for curl; two
--- letters of AKIA, ASIA, ABIA, ACCA, A3T and AIza.
+-- gloas-; "yJ" for eyJ; "xox" / "xap" for Slack, in one class-pair so that
+-- "p" is no colour of its own; "-u" for curl's -u / --user (the anchor
+-- itself, not "curl": u, r and l would be three more colours); "arer" for
+-- Bearer (leaving out "e", the commonest letter of prose); two letters of
+-- AKIA, ASIA, ABIA, ACCA, A3T and AIza.
 RETURN $re$(?x)
-  ----- | :// | _ | A[KS3BCI][KSICTz] | SG\. | SK | GR1 | EARER | earer
-| [kst]- | yJ | xo | xap | url | ks\.
+  ----- | :// | _ | A[KS3BCI][KSICTz] | SG\. | SK | GR1 | ARER | arer
+| [kst]- | yJ | x[oa][xp] | -u | ks\.
 $re$;
 
 
