@@ -226,14 +226,25 @@ $re$;
 CREATE OR REPLACE FUNCTION memgov.secret_assignment_candidate_pattern()
 RETURNS text
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
+-- "is" / "was" are common words in prose, and the value after them is often
+-- another word followed by more: they get a lookahead of their own without
+-- the HTTP auth scheme (which the precise pattern takes only after a
+-- symbol separator), so prose is not a candidate for every " is tight and ...".
 RETURN $re$(?x)
-  (?: = | :(?![0-9]) | [ \t](?:[Ii][Ss]|[Ww][Aa][Ss])[ \t] | ["'][ \t]*, )
+  (?: = | :(?![0-9]) | ["'][ \t]*, )
   (?= [=>]? [ \t]*
       (?: ["'`]?
           (?: (?=[A-Za-z0-9!#$%&*+./:=?@^_~-]*[0-9!#$%&*+/:=?@^_~])
               [A-Za-z0-9_][A-Za-z0-9!#$%&*+./:=?@^_~-]{5}
             | [A-Za-z]{16}
             | [A-Za-z-]+ [ \t]+ (?: [A-Za-z0-9._~+/-]{16} | [A-Za-z0-9+/]{6,}= ) )
+        | ["'`] [^ \t\r\n"'`$<{%][^ \t\r\n"'`]{5} ) )
+| [ \t](?:[Ii][Ss]|[Ww][Aa][Ss])[ \t]
+  (?= [ \t]*
+      (?: ["'`]?
+          (?: (?=[A-Za-z0-9!#$%&*+./:=?@^_~-]*[0-9!#$%&*+/:=?@^_~])
+              [A-Za-z0-9_][A-Za-z0-9!#$%&*+./:=?@^_~-]{5}
+            | [A-Za-z]{16} )
         | ["'`] [^ \t\r\n"'`$<{%][^ \t\r\n"'`]{5} ) )
 | > [ \t\r\n]* [A-Za-z0-9_][A-Za-z0-9!#$%&*+./:=?@^_~-]{5}
 | ["'`] [ \t]* [!=]=
@@ -291,7 +302,8 @@ RETURN $re$(?xi)
               | ["'`] (?=[^ \t\r\n"'`]*[0-9!#$%&*+/:=?@^_~(){}<>;,|\\-])
                 [^ \t\r\n"'`$<{%][^ \t\r\n"'`]{5,} ["'`] )
             # an HTTP auth scheme and its credentials: Basic dXNl..., Api-Token 0123...
-          | (?:basic|digest|token|api-?token|api-?key|negotiate|hmac) [ \t]+ (?!your)
+            # (after a symbol separator, not after "is" / "was")
+          | (?<! [ \t](?:is|was)[ \t]+ ) (?:basic|digest|token|api-?token|api-?key|negotiate|hmac) [ \t]+ (?!your)
             (?: [A-Za-z0-9._~+/-]{16} | [A-Za-z0-9+/]{6,}={1,2} ) ) )
   | # a comparison with the literal first: if ("value" == password)
     = (?= =?=? [ \t]* [a-z0-9_.]*(?:password|passwd|pwd|secret|token|api_?key|private_key)(?![a-z0-9_]) )
