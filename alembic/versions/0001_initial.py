@@ -27,7 +27,7 @@ FROZEN: Frozen = (
     ("000_roles.sql", "sha256:8a7bddf16c46ab5c72ba81ecb9d9d99304e5130995714a3f62ab5b1657a55409"),
     ("005_tenants.sql", "sha256:1b78595fa2e4b308bfa99a9064db1fd1203c0316fea7e2ae329e179d57fca3a9"),
     ("010_schema.sql", "sha256:678e82df2716ac750c473e2af5661547a612e09f76da3c2480b377b0e8ef28d6"),
-    ("020_detectors.sql", "sha256:fc89b49e1f70d956d1e3876031dce33cb9c6877a17fb22085a714afb1567d125"),
+    ("020_detectors.sql", "sha256:fd4244c627da347bb819f222e3b96b505e25745660ba9c56ee050f3da59bc8eb"),
     ("030_policy.sql", "sha256:48d4def6124bbe697cef5a86aea82b70cf6c4d6e069c157d675f02dbc2bdeb29"),
     ("040_enforce.sql", "sha256:173b052c3a15f6daa4a035f486d13cfd76e2fb847274e4576662981efa694fc3"),
     ("045_review.sql", "sha256:e28767866460c4ae296743baff67aa02194f78b56378acdbddba95fc737f2db2"),
