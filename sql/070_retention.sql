@@ -18,20 +18,28 @@
 
 SET ROLE memgov_owner;
 
--- Every deletion by retention or feedback: who, why, by which rule; never the text.
+-- Every deletion by retention or feedback: which memories, why, by which rule; never the text.
+-- One row per batch of the sweep and tenant (and rule): the ids of the memories it deleted,
+-- so that a sweep writes one log row per few thousand deletions, not one per deletion;
+-- memgov.apply_retention and a reject's deletion write a row of one id. The GIN index finds
+-- a memory's row: WHERE memory_ids @> ARRAY[<memory_id>].
 CREATE TABLE memgov.deletion_log (
     deletion_id     bigint       GENERATED ALWAYS AS IDENTITY,
     deleted_at      timestamptz  NOT NULL DEFAULT now(),
-    memory_id       uuid         NOT NULL,
     org_id          text         NOT NULL,
     reason          text         NOT NULL CHECK (reason IN ('ttl', 'confidence', 'auto_delete', 'rejected')),
     rule_id         text,
     policy_version  text,
     run_id          bigint,
-    PRIMARY KEY (org_id, deletion_id)
+    memory_count    integer      NOT NULL,
+    memory_ids      uuid[]       NOT NULL,
+    PRIMARY KEY (org_id, deletion_id),
+    CHECK (memory_count = cardinality(memory_ids) AND memory_count > 0)
 );
-COMMENT ON TABLE memgov.deletion_log IS 'Memories deleted by retention or rejection: id, reason, rule; never the content';
+COMMENT ON TABLE memgov.deletion_log IS
+    'Memories deleted by retention or rejection, a row per batch and tenant: ids, reason, rule; never the content';
 CREATE INDEX deletion_log_deleted_at_idx ON memgov.deletion_log USING brin (deleted_at);
+CREATE INDEX deletion_log_memory_ids_idx ON memgov.deletion_log USING gin (memory_ids);
 
 -- One row per maintenance run, with its JSON summary (global: org_id '*').
 CREATE TABLE memgov.maintenance_runs (
@@ -123,24 +131,25 @@ AS $$
       FROM memgov.decide(p_item, 'forget', 'memgov_owner') AS d
 $$;
 
--- Records deletions made by retention or rejection.
+-- Records one deletion made outside the sweep (apply_retention, rejection): a row of one id.
 CREATE FUNCTION memgov.log_deletion(p_item memgov.long_term_memory_items, p_reason text, p_run_id bigint)
 RETURNS void
 LANGUAGE sql
 AS $$
-    INSERT INTO memgov.deletion_log (memory_id, org_id, reason, rule_id, policy_version, run_id)
-    VALUES (p_item.memory_id, p_item.org_id, p_reason,
+    INSERT INTO memgov.deletion_log (org_id, reason, rule_id, policy_version, run_id, memory_count, memory_ids)
+    VALUES (p_item.org_id, p_reason,
             CASE WHEN p_reason = 'auto_delete' THEN memgov.retention_rule(p_item) END,
-            memgov.policy_settings(p_item.org_id) ->> 'version', p_run_id)
+            memgov.policy_settings(p_item.org_id) ->> 'version', p_run_id, 1, ARRAY[p_item.memory_id])
 $$;
 
--- Deletes one batch of due memories of one kind and logs each deletion; returns how many
+-- Deletes one batch of due memories of one kind and logs the deletions; returns how many
 -- rows it took (fewer than p_batch_size: that kind is done for this run).
 --
 -- Each kind picks and locks its batch (FOR UPDATE SKIP LOCKED: a row someone holds waits
 -- for the next run, the sweep never waits for it); one statement then deletes the locked
 -- rows by ctid (a TID scan: no second index probe, no join against the whole table) and
--- logs what was deleted, a tenant's policy version looked up once per batch, not per row.
+-- logs what was deleted: one deletion_log row per tenant (and auto_delete rule) holding the
+-- batch's ids, a tenant's policy version looked up once per batch, not per row.
 CREATE FUNCTION memgov.sweep_batch(p_run_id bigint, p_kind text, p_batch_size integer)
 RETURNS integer
 LANGUAGE plpgsql
@@ -247,14 +256,15 @@ BEGIN
              WHERE m.ctid = ANY ((SELECT v_batch)::tid[])
             RETURNING m.memory_id, m.org_id,
                       CASE WHEN p_kind = 'auto_delete' THEN memgov.retention_rule(m) END AS rule_id
-        ), versions AS (
-            SELECT t.org_id, memgov.policy_settings(t.org_id) ->> 'version' AS version
-              FROM (SELECT DISTINCT gone.org_id FROM gone) AS t
+        ), logged AS (
+            INSERT INTO memgov.deletion_log (org_id, reason, rule_id, policy_version, run_id, memory_count, memory_ids)
+            SELECT g.org_id, p_kind, g.rule_id, memgov.policy_settings(g.org_id) ->> 'version', p_run_id,
+                   count(*), array_agg(g.memory_id)
+              FROM gone g
+             GROUP BY g.org_id, g.rule_id
+            RETURNING memory_count
         )
-        INSERT INTO memgov.deletion_log (memory_id, org_id, reason, rule_id, policy_version, run_id)
-        SELECT g.memory_id, g.org_id, p_kind, g.rule_id, v.version, p_run_id
-          FROM gone g JOIN versions v ON v.org_id = g.org_id;
-        GET DIAGNOSTICS v_deleted = ROW_COUNT;
+        SELECT coalesce(sum(l.memory_count), 0) INTO v_deleted FROM logged l;
         -- auto_delete: a full batch while blocks remain; the last one ends the walk
         v_taken := CASE WHEN p_kind <> 'auto_delete' THEN v_deleted
                         WHEN v_cursor < v_blocks THEN p_batch_size ELSE 0 END;

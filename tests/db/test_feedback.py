@@ -175,9 +175,9 @@ def test_reject_deletes_below_reject_delete_below(writer, reviewer, admin):
     assert memory(admin, stays)["confidence"] == Decimal("0.200")
     assert memory(admin, goes) is None
     logged = admin.execute(
-        "SELECT memory_id, org_id, reason, rule_id, policy_version FROM memgov.deletion_log"
+        "SELECT memory_ids, org_id, reason, rule_id, policy_version, memory_count FROM memgov.deletion_log"
     ).fetchall()
-    assert logged == [(goes, ORG, "rejected", None, "2.0.0")]
+    assert logged == [([goes], ORG, "rejected", None, "2.0.0", 1)]
     assert events(admin, goes) == [("reject", Decimal("0.400"), Decimal("0.100"), "memgov_reviewer")]
 
 
@@ -268,7 +268,7 @@ def test_apply_retention_deletes_one_due_memory_and_keeps_the_rest(writer, admin
     assert call(writer, "apply_retention", fresh)["deleted"] is False
     assert call(writer, "apply_retention", permanent)["deleted"] is False
     assert memory(admin, due) is None and memory(admin, fresh) and memory(admin, permanent)
-    assert admin.execute("SELECT memory_id, reason FROM memgov.deletion_log").fetchall() == [(due, "ttl")]
+    assert admin.execute("SELECT memory_ids, reason FROM memgov.deletion_log").fetchall() == [([due], "ttl")]
 
 
 # -- who may give feedback, and where ------------------------------------------------------

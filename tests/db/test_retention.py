@@ -103,9 +103,17 @@ def sweep(conn: psycopg.Connection[Any], dry_run: bool = False) -> dict[str, Any
 
 
 def deletions(admin: psycopg.Connection[Any]) -> list[tuple[Any, ...]]:
+    """A row per deleted memory (the log holds a row per batch and tenant, with their ids)."""
     return admin.execute(
-        "SELECT memory_id, org_id, reason, rule_id, policy_version FROM memgov.deletion_log ORDER BY deletion_id"
+        "SELECT m.memory_id, d.org_id, d.reason, d.rule_id, d.policy_version"
+        " FROM memgov.deletion_log d CROSS JOIN LATERAL unnest(d.memory_ids) AS m(memory_id)"
+        " ORDER BY d.deletion_id, m.memory_id"
     ).fetchall()
+
+
+def logged_ids(conn: psycopg.Connection[Any], where: str = "true", params: tuple[Any, ...] = ()) -> list[uuid.UUID]:
+    return [r[0] for r in conn.execute(
+        f"SELECT unnest(memory_ids) FROM memgov.deletion_log WHERE {where}", params)]  # fmt: skip
 
 
 # -- bookkeeping by the trigger -------------------------------------------------------------
@@ -317,11 +325,11 @@ def test_the_deletion_log_never_holds_the_text(writer, admin):
     columns = [r[0] for r in admin.execute(
         "SELECT column_name FROM information_schema.columns"
         " WHERE table_schema = 'memgov' AND table_name = 'deletion_log' ORDER BY ordinal_position")]  # fmt: skip
-    assert columns == ["deletion_id", "deleted_at", "memory_id", "org_id", "reason", "rule_id", "policy_version",
-                       "run_id"]  # fmt: skip
+    assert columns == ["deletion_id", "deleted_at", "org_id", "reason", "rule_id", "policy_version", "run_id",
+                       "memory_count", "memory_ids"]  # fmt: skip
     logged = admin.execute("SELECT to_jsonb(d) FROM memgov.deletion_log d").fetchall()
     assert len(logged) == 1 and marker not in str(logged)
-    assert logged[0][0]["memory_id"] == str(gone) and logged[0][0]["deleted_at"]
+    assert logged[0][0]["memory_ids"] == [str(gone)] and logged[0][0]["deleted_at"]
     assert marker not in str(admin.execute("SELECT summary FROM memgov.maintenance_runs").fetchall())
 
 
@@ -330,7 +338,7 @@ def test_reviewers_read_their_tenants_deletions_only(writer, admin, memgov_dsn):
     backdate(admin, gone, "created_at", "8 days")
     sweep(admin)
     with session(memgov_dsn, "memgov_reviewer") as reviewer:
-        assert reviewer.execute("SELECT memory_id FROM memgov.deletion_log").fetchall() == [(gone,)]
+        assert logged_ids(reviewer) == [gone]
     with session(memgov_dsn, "memgov_reviewer", "beta") as other:
         assert other.execute("SELECT count(*) FROM memgov.deletion_log").fetchone()[0] == 0
     with session(memgov_dsn, "memgov_writer") as w, pytest.raises(errors.InsufficientPrivilege):
@@ -382,7 +390,8 @@ def test_summary_is_recorded_and_a_second_run_finds_nothing(writer, admin):
     assert runs == [("finished", "postgres"), ("finished", "postgres")]
 
 
-def seed_expired(admin: psycopg.Connection[Any], n: int, text: str = "expired", retention: str = "ttl_7d") -> None:
+def seed_expired(admin: psycopg.Connection[Any], n: int, text: str = "expired", retention: str = "ttl_7d",
+                 org: str = ORG) -> None:  # fmt: skip
     """n expired memories, inserted on the engine's path (as memgov_owner) in one statement."""
     with admin.transaction():
         admin.execute("SET LOCAL ROLE memgov_owner")
@@ -391,7 +400,7 @@ def seed_expired(admin: psycopg.Connection[Any], n: int, text: str = "expired", 
             " (org_id, category, fact_text, source, confidence, retention_policy, created_at)"
             " SELECT %s, 'user_fact', %s || ' ' || g, 'agent_extracted', 0.9, %s, now() - interval '8 days'"
             " FROM generate_series(1, %s) g",
-            (ORG, text, retention, n),
+            (org, text, retention, n),
         )
 
 
@@ -404,6 +413,54 @@ def test_each_batch_is_its_own_transaction(admin):
         "SELECT count(DISTINCT xmin::text) FROM memgov.deletion_log WHERE run_id = %s", (summary["run_id"],)
     ).fetchone()[0]
     assert batches == 4  # 10 + 10 + 10 + 5, each committed on its own
+
+
+def test_one_log_row_per_batch_and_tenant_holds_the_ids_it_deleted(admin):
+    deploy(admin, "2.0.0", batch_size=10)
+    seed_expired(admin, 15)
+    seed_expired(admin, 8, org="beta")
+    due = {r[0]: r[1] for r in admin.execute(
+        "SELECT memory_id, org_id FROM memgov.long_term_memory_items WHERE expires_at <= now()")}  # fmt: skip
+    summary = sweep(admin)
+    assert summary["deleted"]["ttl"] == 23
+    rows = admin.execute(
+        "SELECT org_id, reason, run_id, memory_count, memory_ids, xmin::text FROM memgov.deletion_log"
+    ).fetchall()
+    # three batches (10 + 10 + 3), each writing a row per tenant it deleted from
+    assert len({r[5] for r in rows}) == 3
+    assert len(rows) == len({(r[0], r[5]) for r in rows}) <= 6
+    assert sum(r[3] for r in rows) == 23 and all(r[3] == len(r[4]) for r in rows)
+    assert all(r[1] == "ttl" and r[2] == summary["run_id"] for r in rows)
+    logged = [(memory_id, r[0]) for r in rows for memory_id in r[4]]
+    assert sorted(logged, key=str) == sorted(due.items(), key=str)  # each once, under its own tenant
+
+    # "was this memory deleted, when, why, by which run": the GIN index finds its row
+    memory_id = next(iter(due))
+    found = admin.execute(
+        "SELECT org_id, reason, run_id FROM memgov.deletion_log WHERE memory_ids @> ARRAY[%s]::uuid[]",
+        (memory_id,),
+    ).fetchall()
+    assert found == [(due[memory_id], "ttl", summary["run_id"])]
+    with admin.transaction():
+        admin.execute("SET LOCAL enable_seqscan = off")
+        plan = "\n".join(r[0] for r in admin.execute(
+            "EXPLAIN SELECT * FROM memgov.deletion_log WHERE memory_ids @> ARRAY[%s]::uuid[]", (memory_id,)))  # fmt: skip
+    assert "deletion_log_memory_ids_idx" in plan
+
+
+def test_no_client_role_may_write_the_deletion_log(admin, memgov_dsn):
+    seed_expired(admin, 1)
+    sweep(admin)
+    for role in ("memgov_writer", "memgov_reviewer", "memgov_admin"):
+        for statement in (
+            "INSERT INTO memgov.deletion_log (org_id, reason, memory_count, memory_ids)"
+            " VALUES ('acme', 'ttl', 1, ARRAY[gen_random_uuid()])",
+            "UPDATE memgov.deletion_log SET memory_ids = ARRAY[gen_random_uuid()], memory_count = 1",
+            "DELETE FROM memgov.deletion_log",
+        ):
+            with session(memgov_dsn, role) as conn, pytest.raises(errors.InsufficientPrivilege):
+                conn.execute(statement)
+    assert admin.execute("SELECT sum(memory_count) FROM memgov.deletion_log").fetchone()[0] == 1
 
 
 def test_dry_run_counts_and_deletes_nothing(writer, admin):
@@ -545,7 +602,7 @@ def test_a_killed_run_loses_nothing_and_the_next_run_finishes(writer, admin, mem
     ).fetchone()
     assert status == "running"  # nobody has marked it yet
     remaining = {r[0] for r in admin.execute("SELECT memory_id FROM memgov.long_term_memory_items")}
-    logged = [r[0] for r in admin.execute("SELECT memory_id FROM memgov.deletion_log WHERE run_id = %s", (run_id,))]
+    logged = logged_ids(admin, "run_id = %s", (run_id,))
     assert 0 < len(logged) == logged_by_summary < len(expired_ids)
     assert set(logged) | (remaining & expired_ids) == expired_ids
     assert not set(logged) & remaining
@@ -558,7 +615,7 @@ def test_a_killed_run_loses_nothing_and_the_next_run_finishes(writer, admin, mem
     ).fetchone() == ("interrupted", True)
     assert alive(admin, *expired_ids) == set()
     assert alive(admin, *fresh) == set(fresh)
-    all_logged = [r[0] for r in admin.execute("SELECT memory_id FROM memgov.deletion_log")]
+    all_logged = logged_ids(admin)
     assert sorted(all_logged, key=str) == sorted(expired_ids, key=str)  # each exactly once
 
 
