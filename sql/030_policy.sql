@@ -106,9 +106,63 @@ BEGIN
 END
 $$;
 
+-- Whether a rule's condition document ({match, conditions}: memgov.memory_policy_rules)
+-- keeps the rule from ever deciding a `forget`: an operation_type test that a forget fails,
+-- in a rule that must pass all its tests (match all, or a single test).
+CREATE FUNCTION memgov.rule_excludes_forget(p_condition jsonb)
+RETURNS boolean
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$
+    SELECT (p_condition ->> 'match' = 'all' OR jsonb_array_length(p_condition -> 'conditions') = 1)
+           AND EXISTS (
+               SELECT FROM jsonb_array_elements(p_condition -> 'conditions') AS c
+                WHERE c ->> 'field' = 'operation_type'
+                  AND CASE c ->> 'operator'
+                          WHEN 'eq'  THEN jsonb_typeof(c -> 'value') = 'string' AND c ->> 'value' <> 'forget'
+                          WHEN 'neq' THEN c -> 'value' = '"forget"'::jsonb
+                          WHEN 'in'  THEN jsonb_typeof(c -> 'value') = 'array' AND NOT (c -> 'value') ? 'forget'
+                          WHEN 'nin' THEN jsonb_typeof(c -> 'value') = 'array' AND (c -> 'value') ? 'forget'
+                          ELSE false
+                      END)
+$$;
+
+-- Whether a deployed policy version may deny a `forget` by a rule, and so hold memories
+-- against automatic deletion (memgov.retention_held): it enforces (monitor mode never
+-- holds), and one of its deny rules is not kept from forgets by an operation_type test.
+-- Sound, not exact: a deny rule whose other tests no forget passes still counts. A deny
+-- without a rule (on_policy_miss, strict mode, a source the actor may not claim) never holds.
+CREATE FUNCTION memgov.policy_may_hold(p_org_id text, p_version text)
+RETURNS boolean
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT v.mode <> 'monitor'
+           AND EXISTS (SELECT FROM memgov.memory_policy_rules r
+                        WHERE r.org_id = v.org_id AND r.policy_version = v.version
+                          AND r.action = 'deny' AND NOT memgov.rule_excludes_forget(r.condition))
+      FROM memgov.policy_versions v
+     WHERE v.org_id = p_org_id AND v.version = p_version
+$$;
+
+-- Whether the active policy, deciding `forget` for a memory on memgov's behalf, denies it
+-- by a rule: a legal hold. (No SET clause: its callers pin search_path.)
+CREATE FUNCTION memgov.forget_denied_by_rule(p_item memgov.long_term_memory_items)
+RETURNS boolean
+LANGUAGE plpgsql STABLE
+AS $$
+DECLARE
+    v_decision  memgov.decision := memgov.decide(p_item, 'forget', 'memgov_owner');
+BEGIN
+    RETURN v_decision.enforced AND v_decision.action = 'deny'
+           AND pg_catalog.cardinality(v_decision.matched_rule_ids) > 0;
+END
+$$;
+
 -- Regenerates the dispatchers from the active policy versions: decide,
--- explain_decision, retention_rule, and policy_settings (the feedback and
--- retention settings of a tenant's active version, as constants).
+-- explain_decision, retention_rule, policy_settings (the feedback and
+-- retention settings of a tenant's active version, as constants) and
+-- retention_held (which asks for a forget decision only where the active
+-- policy may hold, memgov.policy_may_hold).
 -- Runs at deploy and rollback only; the per-row path is static SQL.
 CREATE FUNCTION memgov.rebuild_dispatch()
 RETURNS void
@@ -122,6 +176,8 @@ DECLARE
     v_settings   text := '';
     v_global     text;
     v_global_settings jsonb;
+    v_global_holds boolean := false;
+    v_held_apart   text[] := '{}';  -- tenants whose own policy holds where the global does not, or the reverse
     v_body       text;
     v_at         integer;
     v_version    record;
@@ -130,7 +186,7 @@ DECLARE
     v_marker     constant text := E'\n    -- memgov:tenant-routing\n';
 BEGIN
     FOR v_version IN
-        SELECT org_id, function_name, settings
+        SELECT org_id, function_name, settings, memgov.policy_may_hold(org_id, version) AS holds
           FROM memgov.policy_versions
          WHERE active
          ORDER BY org_id COLLATE "C"
@@ -138,6 +194,7 @@ BEGIN
         IF v_version.org_id = '*' THEN
             v_global := v_version.function_name;
             v_global_settings := v_version.settings;
+            v_global_holds := v_version.holds;
             CONTINUE;
         END IF;
         v_settings := v_settings || format(
@@ -218,6 +275,24 @@ BEGIN
 END
 $body$$f$,
         v_settings, coalesce(v_global_settings, '{}'::jsonb));
+
+    -- retention_held: SQL that the planner inlines into the sweep's queries, so that a tenant
+    -- whose active policy cannot deny a forget by a rule costs no decision per row (tenants
+    -- without a policy of their own follow the global one; with none at all, nothing holds)
+    SELECT coalesce(array_agg(v.org_id ORDER BY v.org_id COLLATE "C"), '{}') INTO v_held_apart
+      FROM memgov.policy_versions v
+     WHERE v.active AND v.org_id <> '*' AND memgov.policy_may_hold(v.org_id, v.version) <> v_global_holds;
+    EXECUTE format($f$
+CREATE OR REPLACE FUNCTION memgov.retention_held(p_item memgov.long_term_memory_items)
+RETURNS boolean
+LANGUAGE sql STABLE
+AS $body$
+    -- Whether a forget rule holds a memory against automatic deletion (generated by memgov.rebuild_dispatch)
+    SELECT CASE WHEN p_item.org_id = ANY (%L::text[]) THEN %s ELSE %s END
+$body$$f$,
+        v_held_apart,
+        CASE WHEN v_global_holds THEN 'false' ELSE 'memgov.forget_denied_by_rule(p_item)' END,
+        CASE WHEN v_global_holds THEN 'memgov.forget_denied_by_rule(p_item)' ELSE 'false' END);
 END
 $rebuild$;
 

@@ -118,18 +118,12 @@ AS $$
     END
 $$;
 
--- Whether a forget rule holds a memory against automatic deletion: its tenant's active
--- policy, deciding `forget` for it, denies by a rule (a legal hold). Retention and a
--- rejection's deletion skip such memories; on_policy_miss and holds for approval do not
--- stop them (the retention schedule is itself the policy's decision).
-CREATE FUNCTION memgov.retention_held(p_item memgov.long_term_memory_items)
-RETURNS boolean
-LANGUAGE sql STABLE
-SET search_path = pg_catalog, pg_temp
-AS $$
-    SELECT d.enforced AND d.action = 'deny' AND cardinality(d.matched_rule_ids) > 0
-      FROM memgov.decide(p_item, 'forget', 'memgov_owner') AS d
-$$;
+-- Whether a forget rule holds a memory against automatic deletion, memgov.retention_held(item),
+-- is generated with the dispatchers (sql/030_policy.sql): its tenant's active policy, deciding
+-- `forget` for it, denies by a rule (a legal hold). Retention and a rejection's deletion skip
+-- such memories; on_policy_miss and holds for approval do not stop them (the retention
+-- schedule is itself the policy's decision). Where the active policy has no deny rule that
+-- can decide a forget (memgov.policy_may_hold), it decides nothing per row and is false.
 
 -- Records one deletion made outside the sweep (apply_retention, rejection): a row of one id.
 CREATE FUNCTION memgov.log_deletion(p_item memgov.long_term_memory_items, p_reason text, p_run_id bigint)

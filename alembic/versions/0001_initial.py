@@ -28,11 +28,11 @@ FROZEN: Frozen = (
     ("005_tenants.sql", "sha256:1b78595fa2e4b308bfa99a9064db1fd1203c0316fea7e2ae329e179d57fca3a9"),
     ("010_schema.sql", "sha256:678e82df2716ac750c473e2af5661547a612e09f76da3c2480b377b0e8ef28d6"),
     ("020_detectors.sql", "sha256:fd4244c627da347bb819f222e3b96b505e25745660ba9c56ee050f3da59bc8eb"),
-    ("030_policy.sql", "sha256:48d4def6124bbe697cef5a86aea82b70cf6c4d6e069c157d675f02dbc2bdeb29"),
+    ("030_policy.sql", "sha256:fe73f2f9a456745241eb733be45dec02fa77124ba36f1648436257f6733ddf13"),
     ("040_enforce.sql", "sha256:173b052c3a15f6daa4a035f486d13cfd76e2fb847274e4576662981efa694fc3"),
     ("045_review.sql", "sha256:e28767866460c4ae296743baff67aa02194f78b56378acdbddba95fc737f2db2"),
     ("050_feedback.sql", "sha256:a834ca64fbb3f3c9dc27485f4810fa97709d60314ea2d8afe5a4376046a86189"),
-    ("070_retention.sql", "sha256:4d6acbe0898cd2a2cdd0b5dbc60bec19ff77f41a20afb0fe94402b33bd139fcf"),
+    ("070_retention.sql", "sha256:ef84640a44422bdefb21dc44f05be60d774b831dd2778ab54706e24f76a9b6de"),
     ("080_audit.sql", "sha256:3d5fd380e495eab9ec99e95cc621c27f671482a1a160cac4e8098cd69cb65dcf"),
 )
 # end frozen

@@ -463,6 +463,100 @@ def test_no_client_role_may_write_the_deletion_log(admin, memgov_dsn):
     assert admin.execute("SELECT sum(memory_count) FROM memgov.deletion_log").fetchone()[0] == 1
 
 
+HOLD_POLICY = """
+version: "{version}"
+mode: {mode}
+defaults: {{on_policy_miss: allow}}
+rules:
+  - {{id: legal-hold, priority: 10, match: {match},
+      when: [{{field: operation_type, operator: {operator}, value: {value}}},
+             {{field: metadata.legal_hold, operator: eq, value: "yes"}}],
+      action: {action}, reason_codes: [LEGAL_HOLD]}}
+"""
+
+
+@pytest.mark.parametrize(("operator", "value", "match", "mode", "action", "holds"), [
+    ("eq", "forget", "all", "enforce", "deny", True),
+    ("in", "[forget, update]", "all", "strict", "deny", True),
+    ("neq", "remember", "all", "enforce", "deny", True),
+    ("nin", "[remember]", "all", "enforce", "deny", True),
+    ("eq", "remember", "any", "enforce", "deny", True),  # any: the metadata test alone may match a forget
+    ("eq", "remember", "all", "enforce", "deny", False),
+    ("in", "[remember, update]", "all", "enforce", "deny", False),
+    ("neq", "forget", "all", "enforce", "deny", False),
+    ("nin", "[forget, get]", "all", "enforce", "deny", False),
+    ("eq", "forget", "all", "monitor", "deny", False),  # monitor mode never enforces a deny
+    ("eq", "forget", "all", "enforce", "quarantine", False),
+    ("eq", "forget", "all", "enforce", "require_approval", False),
+])  # fmt: skip
+def test_which_policies_may_hold_a_memory(admin, operator, value, match, mode, action, holds):
+    text = HOLD_POLICY.format(version="5.0.0", mode=mode, match=match, operator=operator, value=value, action=action)
+    deploy(admin, text=text)
+    assert admin.execute("SELECT memgov.policy_may_hold('*', '5.0.0')").fetchone()[0] is holds
+    # what the sweep relies on: a policy that may not hold never denies a forget by a rule
+    held = admin.execute(
+        "SELECT (d).enforced AND (d).action = 'deny' AND cardinality((d).matched_rule_ids) > 0"
+        "  FROM (SELECT memgov.decide(memgov.item_from_json(%s::jsonb), 'forget', 'memgov_owner') AS d) s",
+        ('{"org_id": "acme", "category": "user_fact", "fact_text": "x", "source": "agent_extracted",'
+         ' "confidence": 0.5, "metadata": {"legal_hold": "yes"}}',),
+    ).fetchone()[0]
+    assert held is holds
+
+
+def forget_decisions_of_a_sweep(dsn: str, admin: psycopg.Connection[Any]) -> int:
+    """How many times a sweep (in a session of its own) asked for a forget decision."""
+    (oid,) = admin.execute("SELECT 'memgov.forget_denied_by_rule(memgov.long_term_memory_items)'::regprocedure::oid"
+                           ).fetchone()  # fmt: skip
+    admin.execute("SELECT pg_stat_reset_single_function_counters(%s)", (oid,))
+    with psycopg.connect(dsn, autocommit=True, options="-c track_functions=all") as conn:
+        pid = conn.info.backend_pid
+        conn.execute("CALL memgov.run_maintenance()")
+    # a backend's function counts reach the statistics when it exits
+    wait_for(lambda: not admin.execute("SELECT count(*) FROM pg_stat_activity WHERE pid = %s", (pid,)).fetchone()[0],
+             what="the sweep's backend to exit")  # fmt: skip
+    admin.execute("SELECT pg_stat_clear_snapshot()")
+    calls = admin.execute("SELECT calls FROM pg_stat_user_functions WHERE funcid = %s", (oid,)).fetchone()
+    return 0 if calls is None else int(calls[0])
+
+
+def seed_legal(admin: psycopg.Connection[Any], org: str, hold: str) -> uuid.UUID:
+    with admin.transaction():
+        admin.execute("SET LOCAL ROLE memgov_owner")
+        return admin.execute(
+            "INSERT INTO memgov.long_term_memory_items"
+            " (org_id, category, fact_text, source, confidence, retention_policy, created_at, metadata)"
+            " VALUES (%s, 'user_fact', 'a contract', 'agent_extracted', 0.9, 'ttl_7d', now() - interval '8 days',"
+            " jsonb_build_object('legal_hold', %s::text)) RETURNING memory_id",
+            (org, hold),
+        ).fetchone()[0]
+
+
+def test_only_tenants_whose_policy_may_hold_pay_for_a_forget_decision(admin, memgov_dsn):
+    holding = HOLD_POLICY.format(version="6.0.0", mode="enforce", match="all", operator="eq", value="forget",
+                                 action="deny")  # fmt: skip
+    not_holding = holding.replace("operator: eq, value: forget", "operator: eq, value: remember")
+    # the global policy cannot hold: no forget decision at all
+    deploy(admin, text=not_holding.replace('"6.0.0"', '"6.1.0"'))
+    free = [seed_legal(admin, ORG, "yes") for _ in range(3)]
+    assert forget_decisions_of_a_sweep(memgov_dsn, admin) == 0
+    assert alive(admin, *free) == set()
+
+    # tenant acme's own policy holds: its memories are decided (and held), beta's follow the global one
+    deploy(admin, tenant=ORG, text=holding)
+    held, released = seed_legal(admin, ORG, "yes"), seed_legal(admin, ORG, "no")
+    others = [seed_legal(admin, "beta", "yes") for _ in range(4)]
+    assert forget_decisions_of_a_sweep(memgov_dsn, admin) == 2
+    assert alive(admin, held, released, *others) == {held}
+
+    # the reverse: the global policy holds, acme's own (now) does not
+    deploy(admin, text=holding.replace('"6.0.0"', '"6.2.0"'))
+    deploy(admin, tenant=ORG, text=not_holding.replace('"6.0.0"', '"6.3.0"'))
+    acme = seed_legal(admin, ORG, "yes")
+    beta = [seed_legal(admin, "beta", "yes"), seed_legal(admin, "beta", "no")]
+    assert forget_decisions_of_a_sweep(memgov_dsn, admin) == 2  # beta's two; acme's policy cannot hold
+    assert alive(admin, held, acme, *beta) == {beta[0]}
+
+
 def test_dry_run_counts_and_deletes_nothing(writer, admin):
     seed_expired(admin, 4)
     scratch = remember(writer, "scratch", confidence="0.1", category="scratch", retention="ttl_30d")
