@@ -207,7 +207,7 @@ BEGIN
             E'    IF p_item.org_id = %L THEN\n        RETURN memgov.%I(p_item, p_operation, p_actor);\n    END IF;\n',
             v_version.org_id, v_version.function_name || '_explain');
         v_retention := v_retention || format(
-            E'    IF p_item.org_id = %L THEN\n        RETURN memgov.%I(p_item);\n    END IF;\n',
+            E'        WHEN p_item.org_id = %L THEN memgov.%I(p_item)\n',
             v_version.org_id, v_version.function_name || '_retention');
     END LOOP;
 
@@ -252,18 +252,19 @@ $body$$f$,
         CASE WHEN v_global IS NULL THEN '''[]''::jsonb'
              ELSE format('memgov.%I(p_item, p_operation, p_actor)', v_global || '_explain') END);
 
+    -- retention_rule is SQL, which the planner inlines into the sweep's walk: one call per
+    -- row (the compiled function), not two
     EXECUTE format($f$
 CREATE OR REPLACE FUNCTION memgov.retention_rule(p_item memgov.long_term_memory_items)
 RETURNS text
-LANGUAGE plpgsql STABLE PARALLEL SAFE
+LANGUAGE sql STABLE PARALLEL SAFE
 AS $body$
-BEGIN
-%s    RETURN %s;
-END
+    SELECT %s
 $body$$f$,
-        v_retention,
-        CASE WHEN v_global IS NULL THEN 'NULL'
-             ELSE format('memgov.%I(p_item)', v_global || '_retention') END);
+        format(CASE WHEN v_retention = '' THEN '%2$s' ELSE E'CASE\n%1$s        ELSE %2$s\n    END' END,
+               v_retention,
+               CASE WHEN v_global IS NULL THEN 'NULL::text'
+                    ELSE format('memgov.%I(p_item)', v_global || '_retention') END));
 
     EXECUTE format($f$
 CREATE OR REPLACE FUNCTION memgov.policy_settings(p_org_id text)
