@@ -193,8 +193,10 @@ BEGIN
             RETURN 0;
         END IF;
         -- auto_delete rules are arbitrary predicates: walk the table once per run in
-        -- physical order (a TID range scan), about p_batch_size rows' worth of blocks per
-        -- batch, up to the size the table had when the walk began
+        -- physical order (a TID range scan), up to the size the table had when the walk
+        -- began. A batch reads at most four times p_batch_size rows' worth of blocks (reading
+        -- is cheap, a batch's commit and bookkeeping are not) and takes at most p_batch_size
+        -- of them; a full batch ends the step at the block of its last row
         SELECT (r.summary ->> 'cursor')::bigint, (r.summary ->> 'blocks')::bigint
           INTO v_cursor, v_blocks
           FROM memgov.maintenance_runs r WHERE r.org_id = '*' AND r.run_id = p_run_id;
@@ -203,7 +205,7 @@ BEGIN
             v_blocks := pg_relation_size('memgov.long_term_memory_items')
                         / current_setting('block_size')::bigint;
         END IF;
-        SELECT greatest(1, ceil(p_batch_size / CASE WHEN c.relpages > 0 AND c.reltuples > 0
+        SELECT greatest(1, ceil(4.0 * p_batch_size / CASE WHEN c.relpages > 0 AND c.reltuples > 0
                                                     THEN c.reltuples / c.relpages ELSE 50 END))::bigint
           INTO v_step
           FROM pg_class c WHERE c.oid = 'memgov.long_term_memory_items'::regclass;
@@ -212,8 +214,14 @@ BEGIN
              WHERE d.ctid >= ('(' || v_cursor || ',0)')::tid
                AND d.ctid < ('(' || (v_cursor + v_step) || ',0)')::tid
                AND memgov.auto_delete_due(d) AND NOT memgov.retention_held(d)
+             LIMIT p_batch_size
                FOR UPDATE SKIP LOCKED);
-        v_cursor := v_cursor + v_step;
+        -- a TID range scan returns rows in ctid order: a full batch resumes at its last row's
+        -- block (its rows are deleted below; the block's others are read again, so each full
+        -- batch moves on by p_batch_size deletions), any other ends the step
+        v_cursor := CASE WHEN cardinality(v_batch) >= p_batch_size
+                         THEN (v_batch[cardinality(v_batch)]::text::point)[0]::bigint
+                         ELSE v_cursor + v_step END;
         UPDATE memgov.maintenance_runs
            SET summary = summary || jsonb_build_object('cursor', v_cursor, 'blocks', v_blocks)
          WHERE org_id = '*' AND run_id = p_run_id;
@@ -460,6 +468,10 @@ BEGIN
         FOREACH v_kind IN ARRAY ARRAY['ttl', 'confidence', 'auto_delete', 'approvals'] LOOP
             LOOP
                 v_started := pg_catalog.clock_timestamp();
+                -- a batch's commit does not wait for its WAL to reach the disk: a crash may undo
+                -- the last batches, each whole (deletions with their log rows), and the next run
+                -- does them again; the run's last commit (below) waits, for them all
+                PERFORM pg_catalog.set_config('synchronous_commit', 'off', true);
                 BEGIN
                     v_taken := memgov.sweep_batch(v_run, v_kind, v_batch);
                 EXCEPTION WHEN OTHERS OR query_canceled THEN

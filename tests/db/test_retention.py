@@ -384,8 +384,12 @@ def test_summary_is_recorded_and_a_second_run_finds_nothing(writer, admin):
     assert first["deleted"]["ttl"] == 3 and first["dry_run"] is False
     assert set(first) >= {"run_id", "started_at", "finished_at", "cron_history_pruned", "expired"}
     assert "cursor" not in first
+    admin.execute("SET synchronous_commit = remote_apply")
     second = sweep(admin)
     assert second["deleted"] == {"ttl": 0, "confidence": 0, "auto_delete": 0}
+    # the batches commit without waiting for the disk; the caller's session keeps its setting
+    assert admin.execute("SHOW synchronous_commit").fetchone()[0] == "remote_apply"
+    admin.execute("RESET synchronous_commit")
     runs = admin.execute("SELECT status, run_by FROM memgov.maintenance_runs ORDER BY run_id").fetchall()
     assert runs == [("finished", "postgres"), ("finished", "postgres")]
 
