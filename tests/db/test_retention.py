@@ -11,6 +11,7 @@ import threading
 import time
 import uuid
 from decimal import Decimal
+from pathlib import Path
 from typing import Any
 
 import psycopg
@@ -505,6 +506,14 @@ def test_which_policies_may_hold_a_memory(admin, operator, value, match, mode, a
          ' "confidence": 0.5, "metadata": {"legal_hold": "yes"}}',),
     ).fetchone()[0]
     assert held is holds
+
+
+def test_the_default_policy_cannot_hold(admin):
+    """Its deny rules decide what is stored (remember, update): its sweep decides nothing per memory."""
+    default = (Path(__file__).resolve().parents[2] / "policies" / "default.yaml").read_text(encoding="utf-8")
+    policy = load_policy(default)
+    admin.execute(compile_policy(policy, "beta").install_sql())
+    assert admin.execute("SELECT memgov.policy_may_hold('beta', %s)", (policy.version,)).fetchone()[0] is False
 
 
 def forget_decisions_of_a_sweep(dsn: str, admin: psycopg.Connection[Any]) -> int:
