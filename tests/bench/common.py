@@ -69,8 +69,8 @@ def bench_database(dsn: str | None, name: str) -> Iterator[str]:
             shutil.rmtree(base, ignore_errors=True)
 
 
-def best_of(repeat: int, run: Callable[[], Any], before: Callable[[], Any] | None = None) -> float:
-    """The fastest of ``repeat`` runs, in seconds (``before`` runs untimed before each)."""
+def timings(repeat: int, run: Callable[[], Any], before: Callable[[], Any] | None = None) -> list[float]:
+    """The seconds of each of ``repeat`` runs (``before`` runs untimed before each)."""
     times = []
     for _ in range(repeat):
         if before is not None:
@@ -78,7 +78,12 @@ def best_of(repeat: int, run: Callable[[], Any], before: Callable[[], Any] | Non
         start = time.perf_counter()
         run()
         times.append(time.perf_counter() - start)
-    return min(times)
+    return times
+
+
+def best_of(repeat: int, run: Callable[[], Any], before: Callable[[], Any] | None = None) -> float:
+    """The fastest of ``repeat`` runs, in seconds (``before`` runs untimed before each)."""
+    return min(timings(repeat, run, before))
 
 
 def median_of(repeat: int, run: Callable[[], Any]) -> float:
