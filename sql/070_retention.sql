@@ -106,6 +106,27 @@ AS $$
     SELECT p_item.retention_policy <> 'permanent_until_revoked' AND memgov.retention_rule(p_item) IS NOT NULL
 $$;
 
+-- The highest confidence that an auto_delete rule of an active policy can match, NULL when
+-- some such rule may match any: each rule that must pass all its tests (match all, or a
+-- single test) and tests `confidence lt|lte X` is bounded by X. Read from the versions' rule
+-- rows, it lets the walk pass over rows above it without calling the policy (the default
+-- policy deletes below 0.3 only).
+CREATE FUNCTION memgov.auto_delete_confidence_bound()
+RETURNS numeric
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT CASE WHEN bool_and(b.bound IS NOT NULL) THEN max(b.bound) END
+      FROM (SELECT (SELECT min((c ->> 'value')::numeric)
+                      FROM jsonb_array_elements(r.condition -> 'conditions') AS c
+                     WHERE (r.condition ->> 'match' = 'all' OR jsonb_array_length(r.condition -> 'conditions') = 1)
+                       AND c ->> 'field' = 'confidence' AND c ->> 'operator' IN ('lt', 'lte')
+                       AND jsonb_typeof(c -> 'value') = 'number') AS bound
+              FROM memgov.memory_policy_rules r
+              JOIN memgov.policy_versions v ON v.org_id = r.org_id AND v.version = r.policy_version
+             WHERE v.active AND r.action = 'auto_delete') AS b
+$$;
+
 -- Whether a pending approval request has waited longer than its tenant's approval_ttl.
 CREATE FUNCTION memgov.approval_expired(p_request memgov.approval_requests)
 RETURNS boolean
@@ -168,6 +189,7 @@ DECLARE
     v_step     bigint;
     v_path     text[];
     v_cutoff   timestamptz;
+    v_bound    numeric;
 BEGIN
     PERFORM memgov.check_lease();
     IF p_kind = 'ttl' THEN
@@ -214,6 +236,7 @@ BEGIN
             v_blocks := pg_relation_size('memgov.long_term_memory_items')
                         / current_setting('block_size')::bigint;
         END IF;
+        v_bound := memgov.auto_delete_confidence_bound();
         SELECT greatest(1, ceil(4.0 * p_batch_size / CASE WHEN c.relpages > 0 AND c.reltuples > 0
                                                     THEN c.reltuples / c.relpages ELSE 50 END))::bigint
           INTO v_step
@@ -222,6 +245,7 @@ BEGIN
             SELECT d.ctid FROM memgov.long_term_memory_items d
              WHERE d.ctid >= ('(' || v_cursor || ',0)')::tid
                AND d.ctid < ('(' || (v_cursor + v_step) || ',0)')::tid
+               AND (v_bound IS NULL OR d.confidence <= v_bound)
                AND memgov.auto_delete_due(d) AND NOT memgov.retention_held(d)
              LIMIT p_batch_size
                FOR UPDATE SKIP LOCKED);

@@ -32,7 +32,7 @@ FROZEN: Frozen = (
     ("040_enforce.sql", "sha256:173b052c3a15f6daa4a035f486d13cfd76e2fb847274e4576662981efa694fc3"),
     ("045_review.sql", "sha256:e28767866460c4ae296743baff67aa02194f78b56378acdbddba95fc737f2db2"),
     ("050_feedback.sql", "sha256:a834ca64fbb3f3c9dc27485f4810fa97709d60314ea2d8afe5a4376046a86189"),
-    ("070_retention.sql", "sha256:69cacf6b2aa6ac0074bb09420b81346774e48d00c36c56c58fdf0f1aa89cecd6"),
+    ("070_retention.sql", "sha256:1ea52c3b240700d545091b2577c780dada26e8a2fd73ff8362291da30318967c"),
     ("080_audit.sql", "sha256:3d5fd380e495eab9ec99e95cc621c27f671482a1a160cac4e8098cd69cb65dcf"),
 )
 # end frozen

@@ -305,6 +305,28 @@ def test_the_auto_delete_walk_covers_the_whole_table_in_small_batches(admin):
     assert batches > 1
 
 
+@pytest.mark.parametrize(("rules", "bound", "kept"), [
+    ("[{id: a, priority: 10, category: scratch, condition: {confidence: {lt: 0.5}}, action: auto_delete}]", "0.5", "high"),
+    ("[{id: a, priority: 10, condition: {confidence: {lte: 0.2}, last_confirmed_at: null}, action: auto_delete},"
+     " {id: b, priority: 20, condition: {confidence: {lt: 0.4}}, action: auto_delete}]", "0.4", "high"),
+    ("[{id: a, priority: 10, condition: {confidence: {lt: 0.5}}, action: auto_delete},"
+     " {id: b, priority: 20, category: scratch, action: auto_delete}]", None, "high"),  # b matches any confidence
+    ("[{id: a, priority: 10, match: any, when: [{field: confidence, operator: lt, value: 0.5},"
+     " {field: category, operator: eq, value: scratch}], action: auto_delete}]", None, "high"),
+    ("[{id: a, priority: 10, condition: {confidence: {gt: 0.9}}, action: auto_delete}]", None, "low"),
+])  # fmt: skip
+def test_the_walk_passes_over_confidences_no_auto_delete_rule_can_match(writer, admin, rules, bound, kept):
+    text = POLICY.split("rules:")[0].format(version="8.0.0", batch_size=5000, floor="0.3") + f"rules: {rules}\n"
+    deploy(admin, text=text)
+    got = admin.execute("SELECT memgov.auto_delete_confidence_bound()").fetchone()[0]
+    assert got == (None if bound is None else Decimal(bound))
+    # whatever the bound, the walk deletes what the rules match and nothing else
+    low = remember(writer, "scratch", confidence="0.1", category="scratch", retention="ttl_30d")
+    high = remember(writer, "confident", confidence="0.95", category="user_fact", retention="ttl_30d")
+    sweep(admin)
+    assert alive(admin, low, high) == {high if kept == "high" else low}
+
+
 def test_no_auto_delete_rule_means_no_table_walk(writer, admin):
     deploy(admin, text=POLICY.split("  - {{id: drop-scratch")[0].format(version="3.0.0", batch_size=1, floor="0.3"))
     for i in range(50):
