@@ -306,7 +306,8 @@ def test_the_auto_delete_walk_covers_the_whole_table_in_small_batches(admin):
 
 
 @pytest.mark.parametrize(("rules", "bound", "kept"), [
-    ("[{id: a, priority: 10, category: scratch, condition: {confidence: {lt: 0.5}}, action: auto_delete}]", "0.5", "high"),
+    ("[{id: a, priority: 10, category: scratch, condition: {confidence: {lt: 0.5}}, action: auto_delete}]",
+     "0.5", "high"),
     ("[{id: a, priority: 10, condition: {confidence: {lte: 0.2}, last_confirmed_at: null}, action: auto_delete},"
      " {id: b, priority: 20, condition: {confidence: {lt: 0.4}}, action: auto_delete}]", "0.4", "high"),
     ("[{id: a, priority: 10, condition: {confidence: {lt: 0.5}}, action: auto_delete},"
@@ -470,8 +471,8 @@ def test_one_log_row_per_batch_and_tenant_holds_the_ids_it_deleted(admin):
     assert found == [(due[memory_id], "ttl", summary["run_id"])]
     with admin.transaction():
         admin.execute("SET LOCAL enable_seqscan = off")
-        plan = "\n".join(r[0] for r in admin.execute(
-            "EXPLAIN SELECT * FROM memgov.deletion_log WHERE memory_ids @> ARRAY[%s]::uuid[]", (memory_id,)))  # fmt: skip
+        explain = "EXPLAIN SELECT * FROM memgov.deletion_log WHERE memory_ids @> ARRAY[%s]::uuid[]"
+        plan = "\n".join(r[0] for r in admin.execute(explain, (memory_id,)))
     assert "deletion_log_memory_ids_idx" in plan
 
 
@@ -524,8 +525,10 @@ def test_which_policies_may_hold_a_memory(admin, operator, value, match, mode, a
     held = admin.execute(
         "SELECT (d).enforced AND (d).action = 'deny' AND cardinality((d).matched_rule_ids) > 0"
         "  FROM (SELECT memgov.decide(memgov.item_from_json(%s::jsonb), 'forget', 'memgov_owner') AS d) s",
-        ('{"org_id": "acme", "category": "user_fact", "fact_text": "x", "source": "agent_extracted",'
-         ' "confidence": 0.5, "metadata": {"legal_hold": "yes"}}',),
+        (
+            '{"org_id": "acme", "category": "user_fact", "fact_text": "x", "source": "agent_extracted",'
+            ' "confidence": 0.5, "metadata": {"legal_hold": "yes"}}',
+        ),
     ).fetchone()[0]
     assert held is holds
 
