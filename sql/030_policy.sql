@@ -341,6 +341,8 @@ $$;
 GRANT EXECUTE ON FUNCTION memgov.policy_settings(text), memgov.policy_setting(text, text, text),
                           memgov.setting_defaults()
     TO memgov_admin;
+-- which deployed versions make the sweep decide forget per due memory (docs/retention.md)
+GRANT EXECUTE ON FUNCTION memgov.policy_may_hold(text, text), memgov.rule_excludes_forget(jsonb) TO memgov_admin;
 
 -- Serialises deploys, activations and rollbacks: a row lock no client can take or hold.
 CREATE FUNCTION memgov.lock_deploys()

@@ -597,6 +597,7 @@ GRANT EXECUTE ON FUNCTION
     TO memgov_admin;
 -- `memgov retention run` counts what the TTL sweep has to delete (its progress bar)
 GRANT EXECUTE ON FUNCTION memgov.ttl_due(memgov.long_term_memory_items) TO memgov_admin;
+GRANT EXECUTE ON FUNCTION memgov.auto_delete_confidence_bound() TO memgov_admin;
 GRANT EXECUTE ON PROCEDURE memgov.run_maintenance(boolean) TO memgov_admin;
 GRANT EXECUTE ON FUNCTION memgov.apply_retention(uuid) TO memgov_writer, memgov_reviewer, memgov_admin;
 

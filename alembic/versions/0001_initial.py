@@ -28,11 +28,11 @@ FROZEN: Frozen = (
     ("005_tenants.sql", "sha256:1b78595fa2e4b308bfa99a9064db1fd1203c0316fea7e2ae329e179d57fca3a9"),
     ("010_schema.sql", "sha256:678e82df2716ac750c473e2af5661547a612e09f76da3c2480b377b0e8ef28d6"),
     ("020_detectors.sql", "sha256:fd4244c627da347bb819f222e3b96b505e25745660ba9c56ee050f3da59bc8eb"),
-    ("030_policy.sql", "sha256:93d67f93204809a9a49ec328a97fa59ecd42239444299bd8a21e1443e47c0852"),
+    ("030_policy.sql", "sha256:4dfc485fe6e0825f9a41c84b6a674f720c3dfe2bebf82a64c13fc173b282ab39"),
     ("040_enforce.sql", "sha256:173b052c3a15f6daa4a035f486d13cfd76e2fb847274e4576662981efa694fc3"),
     ("045_review.sql", "sha256:e28767866460c4ae296743baff67aa02194f78b56378acdbddba95fc737f2db2"),
     ("050_feedback.sql", "sha256:a834ca64fbb3f3c9dc27485f4810fa97709d60314ea2d8afe5a4376046a86189"),
-    ("070_retention.sql", "sha256:1ea52c3b240700d545091b2577c780dada26e8a2fd73ff8362291da30318967c"),
+    ("070_retention.sql", "sha256:34c981ff61d8d01052ab22ad0faed71b894787794253dd218e8140961ebe5d3c"),
     ("080_audit.sql", "sha256:3d5fd380e495eab9ec99e95cc621c27f671482a1a160cac4e8098cd69cb65dcf"),
 )
 # end frozen

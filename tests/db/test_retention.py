@@ -521,6 +521,9 @@ def test_which_policies_may_hold_a_memory(admin, operator, value, match, mode, a
     text = HOLD_POLICY.format(version="5.0.0", mode=mode, match=match, operator=operator, value=value, action=action)
     deploy(admin, text=text)
     assert admin.execute("SELECT memgov.policy_may_hold('*', '5.0.0')").fetchone()[0] is holds
+    with admin.transaction(force_rollback=True):  # an administrator may ask too
+        admin.execute("SET LOCAL ROLE memgov_admin")
+        assert admin.execute("SELECT memgov.policy_may_hold('*', '5.0.0')").fetchone()[0] is holds
     # what the sweep relies on: a policy that may not hold never denies a forget by a rule
     held = admin.execute(
         "SELECT (d).enforced AND (d).action = 'deny' AND cardinality((d).matched_rule_ids) > 0"
