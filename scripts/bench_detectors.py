@@ -43,6 +43,10 @@ from collections.abc import Iterator, Sequence
 import psycopg
 import yaml
 
+# the scoring the tests use, from the repository this script belongs to
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
+from tests.detector_scoring import Score, unescape_copy_text
+
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 CORPUS_DIR = ROOT / "tests" / "cases" / "detectors"
 EXTERNAL_DIR = ROOT.parent / "shared" / "bench" / "detectors_external"
@@ -152,19 +156,6 @@ def load_corpus() -> list[Labelled]:
     return rows
 
 
-def unescape_copy_text(field: str) -> str:
-    """Undo COPY text-format escapes (backslash n, t, r and a doubled backslash)."""
-    out: list[str] = []
-    chars = iter(field)
-    for char in chars:
-        if char == "\\":
-            nxt = next(chars, "")
-            out.append({"n": "\n", "t": "\t", "r": "\r"}.get(nxt, nxt))
-        else:
-            out.append(char)
-    return "".join(out)
-
-
 def read_tsv(path: pathlib.Path) -> list[tuple[str, str, str, str]]:
     lines = path.read_text(encoding="utf-8").split("\n")
     header, body = lines[0].split("\t"), [line for line in lines[1:] if line]
@@ -189,32 +180,6 @@ def evaluate(conn: psycopg.Connection, expressions: Sequence[str], texts: Sequen
         [list(texts)],
     ).fetchall()
     return [tuple(row) for row in rows]
-
-
-@dataclasses.dataclass
-class Score:
-    tp: int = 0
-    fp: int = 0
-    fn: int = 0
-    tn: int = 0
-
-    def add(self, expected: bool, actual: bool) -> None:
-        if expected and actual:
-            self.tp += 1
-        elif expected:
-            self.fn += 1
-        elif actual:
-            self.fp += 1
-        else:
-            self.tn += 1
-
-    @property
-    def precision(self) -> float:
-        return self.tp / (self.tp + self.fp) if self.tp + self.fp else 1.0
-
-    @property
-    def recall(self) -> float:
-        return self.tp / (self.tp + self.fn) if self.tp + self.fn else 1.0
 
 
 def accuracy(conn: psycopg.Connection, external_dir: pathlib.Path, show_errors: bool) -> None:

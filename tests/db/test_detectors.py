@@ -19,6 +19,8 @@ import pytest
 import yaml
 from psycopg.types.json import Jsonb
 
+from tests.detector_scoring import Score
+
 CASES_DIR = pathlib.Path(__file__).resolve().parents[1] / "cases" / "detectors"
 
 THRESHOLD = 0.95  # precision and recall per detector family (pii, secret)
@@ -109,32 +111,6 @@ def evaluate(conn: psycopg.Connection[Any], expression: str, texts: Sequence[str
 
 
 # --------------------------------------------------------------------------- metrics
-
-
-@dataclasses.dataclass
-class Score:
-    tp: int = 0
-    fp: int = 0
-    fn: int = 0
-    tn: int = 0
-
-    def add(self, expected: bool, actual: bool) -> None:
-        if expected and actual:
-            self.tp += 1
-        elif expected:
-            self.fn += 1
-        elif actual:
-            self.fp += 1
-        else:
-            self.tn += 1
-
-    @property
-    def precision(self) -> float:
-        return self.tp / (self.tp + self.fp) if self.tp + self.fp else 1.0
-
-    @property
-    def recall(self) -> float:
-        return self.tp / (self.tp + self.fn) if self.tp + self.fn else 1.0
 
 
 def print_table(title: str, scores: dict[str, Score]) -> None:

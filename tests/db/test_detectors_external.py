@@ -13,30 +13,19 @@ from typing import Any
 import psycopg
 import pytest
 
+from tests.detector_scoring import unescape_copy_text
+
 EXTERNAL = pathlib.Path(__file__).resolve().parents[2].parent / "shared" / "bench" / "detectors_external"
 CLAIMED = EXTERNAL / "detectors_external.tsv"
-GOALS = {"pii": (0.95, 0.90), "secret": (0.95, 0.90)}  # precision, recall (issue 13)
+GOALS = {"pii": (0.95, 0.90), "secret": (0.95, 0.90)}  # precision, recall
 
 pytestmark = pytest.mark.skipif(not CLAIMED.is_file(), reason=f"external benchmark not found in {EXTERNAL}")
-
-
-def unescape(field: str) -> str:
-    """Undo COPY text escapes (backslash n, t, r and a doubled backslash)."""
-    out: list[str] = []
-    chars = iter(field)
-    for char in chars:
-        if char == "\\":
-            nxt = next(chars, "")
-            out.append({"n": "\n", "t": "\t", "r": "\r"}.get(nxt, nxt))
-        else:
-            out.append(char)
-    return "".join(out)
 
 
 @pytest.mark.parametrize("detector", sorted(GOALS))
 def test_external_precision_and_recall(db_conn: psycopg.Connection[Any], detector: str) -> None:
     rows = [line.split("\t", 3) for line in CLAIMED.read_text(encoding="utf-8").split("\n")[1:] if line]
-    labelled = [(exp == "1", unescape(text)) for det, exp, _src, text in rows if det == detector]
+    labelled = [(exp == "1", unescape_copy_text(text)) for det, exp, _src, text in rows if det == detector]
     got = db_conn.execute(
         f"SELECT memgov.contains_{detector}(t) FROM unnest(%s::text[]) WITH ORDINALITY AS c(t, n) ORDER BY n",
         [[text for _, text in labelled]],
