@@ -31,7 +31,6 @@ from .errors import (
     MemgovError,
     PolicyDeniedError,
     QuarantinedError,
-    SQLError,
     TenantRequiredError,
     engine_error,
 )
@@ -51,7 +50,9 @@ def _tenant(org_id: str | None) -> str:
 def _translate(exc: psycopg.Error) -> MemgovError:
     """The memgov exception for a database error: MG403 / MG404 / MG409 / 42501 their own
     classes, any other SQLSTATE a SQLError, a lost connection ConnectionFailed."""
-    return engine_error(exc) or SQLError(str(exc), exc.sqlstate or "")
+    translated = engine_error(exc)
+    assert translated is not None  # every psycopg error has a translation
+    return translated
 
 
 def _mapping(value: Any) -> Mapping[str, Any]:
