@@ -35,10 +35,10 @@ AS $$
 $$;
 
 -- Whether the invoking role works across tenants (memgov_admin, superusers).
+-- (No SET clause, so that it is inlined: only memgov's functions call it, which pin search_path.)
 CREATE FUNCTION memgov.is_admin()
 RETURNS boolean
 LANGUAGE sql STABLE PARALLEL SAFE
-SET search_path = pg_catalog, pg_temp
 AS $$
     SELECT pg_has_role(memgov.invoker_role(), 'memgov_admin', 'MEMBER')
 $$;
@@ -57,47 +57,72 @@ COMMENT ON TABLE memgov.tenant_grants IS 'Which tenants a bound login may act in
 -- no row level security: only memgov_admin reads it, and clients may not
 GRANT SELECT ON memgov.tenant_grants TO memgov_admin;
 
--- Whether the login is held to tenant grants. Binding is on as soon as any grant exists:
+-- Whether logins are held to tenant grants. Binding is on as soon as any grant exists:
 -- then a writer or reviewer login acts only in tenants granted to it (or to a role it is
 -- a member of), and one without a grant in none, so a dropped or renamed role fails
 -- closed. Superusers are never bound; admins work across tenants (memgov.check_tenant).
--- (PL/pgSQL: its plans are kept for the session; a SQL function that cannot be inlined is
--- planned again on every call, and row security calls memgov.session_tenant() per statement.)
-CREATE FUNCTION memgov.login_is_bound()
+-- Row security asks this once per statement, so it is a constant that the planner folds:
+-- memgov.rebuild_binding() regenerates it whenever tenant_grants changes (redefining a
+-- function invalidates every plan that inlined it).
+CREATE FUNCTION memgov.binding_on()
+RETURNS boolean
+LANGUAGE sql STABLE PARALLEL SAFE
+RETURN false;
+
+-- Whether this session's login may act in tenant p_org_id while binding is on.
+CREATE FUNCTION memgov.login_bound_to(p_org_id text)
 RETURNS boolean
 LANGUAGE plpgsql STABLE
 SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
-    RETURN EXISTS (SELECT FROM memgov.tenant_grants)
-           AND NOT (SELECT r.rolsuper FROM pg_roles r WHERE r.rolname = session_user);
+    RETURN (SELECT r.rolsuper FROM pg_roles r WHERE r.rolname = session_user)
+        OR EXISTS (SELECT FROM memgov.tenant_grants g
+                    WHERE g.org_id = p_org_id
+                      AND coalesce(pg_has_role(session_user, to_regrole(quote_ident(g.role_name)), 'MEMBER'),
+                                   false));
 END
 $$;
 
 -- The tenant this session acts in (NULL: none; a writer or reviewer then sees nothing).
+-- Row security calls it per statement: a SQL-standard body (its names bound when it was
+-- created, whatever the caller's search_path), which the planner inlines; while binding is
+-- off it reads no table.
 CREATE FUNCTION memgov.session_tenant()
 RETURNS text
-LANGUAGE plpgsql STABLE
+LANGUAGE sql STABLE
+RETURN CASE WHEN memgov.is_tenant_id(pg_catalog.current_setting('memgov.org_id', true))
+                 AND (NOT memgov.binding_on()
+                      OR memgov.login_bound_to(pg_catalog.current_setting('memgov.org_id', true)))
+            THEN pg_catalog.current_setting('memgov.org_id', true) END;
+
+-- Regenerates memgov.binding_on() after any change of tenant_grants (a statement trigger).
+-- Changes are serialised by the table lock, and each reads the grants committed before it:
+-- that takes READ COMMITTED (a snapshot older than a concurrent grant could turn binding off).
+CREATE FUNCTION memgov.rebuild_binding()
+RETURNS trigger
+LANGUAGE plpgsql
 SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
-DECLARE
-    v_org_id  text := current_setting('memgov.org_id', true);
 BEGIN
-    IF NOT memgov.is_tenant_id(v_org_id) THEN
-        RETURN NULL;
+    IF current_setting('transaction_isolation') <> 'read committed' THEN
+        RAISE EXCEPTION 'memgov: tenant grants change in READ COMMITTED transactions only'
+            USING ERRCODE = '25001', HINT = 'run memgov tenant grant / revoke outside this transaction';
     END IF;
-    IF memgov.login_is_bound()
-       AND NOT EXISTS (SELECT FROM memgov.tenant_grants g
-                        WHERE g.org_id = v_org_id
-                          AND coalesce(pg_has_role(session_user, to_regrole(quote_ident(g.role_name)), 'MEMBER'),
-                                       false)) THEN
-        RETURN NULL;
-    END IF;
-    RETURN v_org_id;
+    LOCK TABLE memgov.tenant_grants IN SHARE ROW EXCLUSIVE MODE;
+    EXECUTE format('CREATE OR REPLACE FUNCTION memgov.binding_on() RETURNS boolean'
+                   ' LANGUAGE sql STABLE PARALLEL SAFE RETURN %s',
+                   CASE WHEN EXISTS (SELECT FROM memgov.tenant_grants) THEN 'true' ELSE 'false' END);
+    RETURN NULL;
 END
 $$;
+
+CREATE TRIGGER rebuild_binding
+    AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON memgov.tenant_grants
+    FOR EACH STATEMENT EXECUTE FUNCTION memgov.rebuild_binding();
+ALTER TABLE memgov.tenant_grants ENABLE ALWAYS TRIGGER rebuild_binding;
 
 -- Raises 22023 unless p_org_id is a tenant id; returns it.
 -- (No SET clause: it runs in the write path, under its callers' pinned search_path.)
@@ -211,7 +236,9 @@ END
 $$;
 
 -- What clients may call here: their tenant; binding is memgov_admin's.
-GRANT EXECUTE ON FUNCTION memgov.session_tenant(), memgov.is_tenant_id(text)
+-- (session_tenant() is inlined into its callers' queries: what it calls runs as them)
+GRANT EXECUTE ON FUNCTION memgov.session_tenant(), memgov.is_tenant_id(text), memgov.binding_on(),
+                          memgov.login_bound_to(text)
     TO memgov_writer, memgov_reviewer, memgov_admin;
 GRANT EXECUTE ON FUNCTION memgov.grant_tenant(text, text), memgov.revoke_tenant(text, text)
     TO memgov_admin;

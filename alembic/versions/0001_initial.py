@@ -25,7 +25,7 @@ depends_on = None
 # frozen: written by scripts/freeze-migration, not by hand
 FROZEN: Frozen = (
     ("000_roles.sql", "sha256:8a7bddf16c46ab5c72ba81ecb9d9d99304e5130995714a3f62ab5b1657a55409"),
-    ("005_tenants.sql", "sha256:1b78595fa2e4b308bfa99a9064db1fd1203c0316fea7e2ae329e179d57fca3a9"),
+    ("005_tenants.sql", "sha256:38bac24788855f0858ee8c71e13d96a5507948321f7703ae6587c00c76062ccd"),
     ("010_schema.sql", "sha256:678e82df2716ac750c473e2af5661547a612e09f76da3c2480b377b0e8ef28d6"),
     ("020_detectors.sql", "sha256:fd4244c627da347bb819f222e3b96b505e25745660ba9c56ee050f3da59bc8eb"),
     ("030_policy.sql", "sha256:4dfc485fe6e0825f9a41c84b6a674f720c3dfe2bebf82a64c13fc173b282ab39"),

@@ -1103,6 +1103,51 @@ def test_13_clients_cannot_bind_or_unbind_tenants(su, login, logins, role, call)
         conn.execute(f"SELECT memgov.{call}(%s, %s)", (logins.bound, OTHER if call == "grant_tenant" else ORG))
 
 
+def test_13_a_grant_binds_sessions_that_are_already_open_and_their_prepared_statements(su, login, logins):
+    """Binding is a constant that row security folds into plans: a grant made while a login's
+    session holds prepared statements must still bind that session at its next execution."""
+    conn = login(logins.bound, OTHER)
+    select = "SELECT count(*) FROM memgov.long_term_memory_items"
+    for _ in range(6):  # past psycopg's prepare threshold and the server's custom-plan tries
+        conn.execute(select, prepare=True)
+        conn.execute("SELECT memgov.session_tenant()", prepare=True)
+    seed(su, "allowed", org=OTHER)
+    assert conn.execute(select, prepare=True).fetchone() == (1,)
+    bind(su, logins.bound, ORG)  # bound to acme: globex is no longer this login's tenant
+    assert conn.execute(select, prepare=True).fetchone() == (0,)
+    assert conn.execute("SELECT memgov.session_tenant()", prepare=True).fetchone() == (None,)
+    with refused(su, "42501"):
+        insert(conn, item("allowed", org=OTHER))
+    su.execute("SELECT memgov.revoke_tenant(%s, %s)", (logins.bound, ORG))  # the last grant: binding off
+    assert conn.execute(select, prepare=True).fetchone() == (1,)
+
+
+@pytest.mark.parametrize("role", ["writer", "reviewer"])
+@pytest.mark.parametrize(
+    "attack",
+    ["CREATE OR REPLACE FUNCTION memgov.binding_on() RETURNS boolean LANGUAGE sql RETURN false",
+     "DELETE FROM memgov.tenant_grants",
+     "INSERT INTO memgov.tenant_grants (role_name, org_id) VALUES (current_user, 'globex')",
+     "ALTER TABLE memgov.tenant_grants DISABLE TRIGGER rebuild_binding",
+     "SELECT memgov.rebuild_binding()"],
+)  # fmt: skip
+def test_13_clients_cannot_switch_binding_off(su, login, logins, role, attack):
+    bind(su, logins.bound, ORG)
+    conn = login(getattr(logins, role))
+    with refused(su, "42501", "0A000"):
+        conn.execute(attack)
+    assert su.execute("SELECT memgov.binding_on()").fetchone() == (True,)
+
+
+def test_13_grants_change_only_in_read_committed_transactions(su, admin, logins):
+    """A snapshot older than a concurrent grant could otherwise turn binding off."""
+    with refused(su, "25001"):
+        with admin.transaction():
+            admin.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+            admin.execute("SELECT memgov.grant_tenant(%s, %s)", (logins.bound, ORG))
+    assert su.execute("SELECT memgov.binding_on()").fetchone() == (False,)
+
+
 @pytest.mark.parametrize(("role", "org", "code"), [("no_such_role_xyz", ORG, "42704"), (None, "a b", "22023"),
                                                    (None, "*", "22023"), (None, "", "22023")])  # fmt: skip
 def test_13_grant_tenant_refuses_bad_arguments(su, admin, logins, role, org, code):
@@ -1190,14 +1235,17 @@ def test_14_a_writer_cannot_reference_the_memory_table_from_its_own_table(su, lo
 
 # == new variants ============================================================================
 
+# session_tenant() is inlined into its callers' queries: what it calls runs as them, and
+# tells a login no more than session_tenant() itself (whether it may act in a tenant)
+SESSION_TENANT = {"memgov.session_tenant()", "memgov.binding_on()", "memgov.login_bound_to(text)"}
 WRITER_API = {"memgov.remember(jsonb)", "memgov.forget(uuid)", "memgov.evaluate(jsonb,text)",
-              "memgov.explain(jsonb,text)", "memgov.apply_retention(uuid)", "memgov.session_tenant()",
-              "memgov.item_from_json(jsonb)"}  # fmt: skip
+              "memgov.explain(jsonb,text)", "memgov.apply_retention(uuid)", "memgov.item_from_json(jsonb)",
+              *SESSION_TENANT}  # fmt: skip
 REVIEWER_API = {"memgov.approve(uuid,text)", "memgov.deny(uuid,text)", "memgov.release_quarantine(uuid)",
                 "memgov.purge_quarantine(uuid)", "memgov.confirm(uuid)", "memgov.reject(uuid)",
                 "memgov.edit(uuid,text)", "memgov.forget(uuid)", "memgov.apply_retention(uuid)",
-                "memgov.evaluate(jsonb,text)", "memgov.explain(jsonb,text)", "memgov.session_tenant()",
-                "memgov.approval_channel()"}  # fmt: skip
+                "memgov.evaluate(jsonb,text)", "memgov.explain(jsonb,text)", "memgov.approval_channel()",
+                *SESSION_TENANT}  # fmt: skip
 # pure functions of their arguments (detectors, constructors, validators): harmless to anyone
 PURE = {"pii_candidate_pattern", "pii_pattern", "card_pattern", "secret_token_candidate_pattern",
         "secret_token_pattern", "secret_assignment_candidate_pattern", "secret_assignment_pattern",
@@ -1312,7 +1360,6 @@ INTERNAL_CALLS = {
     "run_maintenance": "CALL memgov.run_maintenance()",
     "grant_tenant": "SELECT memgov.grant_tenant(current_user, 'globex')",
     "check_tenant": "SELECT memgov.check_tenant('globex')",
-    "login_is_bound": "SELECT memgov.login_is_bound()",
     "memory_for_feedback": "SELECT memgov.memory_for_feedback(memory_id) FROM memgov.long_term_memory_items",
 }
 
