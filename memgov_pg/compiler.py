@@ -296,8 +296,12 @@ class _Emitter:
         return "    " + statement.replace("\n", "\n    ")
 
     def source_check(self) -> list[str]:
-        """Only the roles of the policy's ``sources:`` map may claim a fact source."""
-        out = []
+        """Only the roles of the policy's ``sources:`` map may claim a fact source.
+
+        One IF for every restricted source: each test is an expression that PL/pgSQL
+        prepares once per transaction, and a single-row write is a transaction.
+        """
+        refused = []
         for source in SOURCES:
             roles = self.policy.sources.roles_for(source)
             if "*" in roles:
@@ -306,12 +310,15 @@ class _Emitter:
             may = " OR ".join(
                 f"coalesce(pg_has_role(p_actor, to_regrole({literal(role)}), 'MEMBER'), false)" for role in roles
             )
-            out += [
-                f"    IF p_item.source = {literal(source)} AND NOT ({may or 'false'}) THEN",
-                f"        RETURN {self.decision('deny', ['SOURCE_NOT_PERMITTED'], [])};",
-                "    END IF;",
-            ]
-        return ["    -- sources: which roles may claim which fact source", *out] if out else []
+            refused.append(f"(p_item.source = {literal(source)} AND NOT ({may or 'false'}))")
+        if not refused:
+            return []
+        return [
+            "    -- sources: which roles may claim which fact source",
+            "    IF " + "\n       OR ".join(refused) + " THEN",
+            f"        RETURN {self.decision('deny', ['SOURCE_NOT_PERMITTED'], [])};",
+            "    END IF;",
+        ]
 
     def strict_check(self, fields: frozenset[str]) -> list[str]:
         """Strict mode: deny a write when a value the rules read is NULL.
