@@ -28,9 +28,10 @@ CREATE TYPE memgov.decision AS (
 );
 
 -- Turns a decision into its JSON shape (action, reason_codes, matched_rule_ids, ...).
+-- STABLE, as to_jsonb is: a SQL function is inlined only if its body is as strict as its label.
 CREATE FUNCTION memgov.decision_json(p_decision memgov.decision)
 RETURNS jsonb
-LANGUAGE sql IMMUTABLE PARALLEL SAFE
+LANGUAGE sql STABLE PARALLEL SAFE
 AS $$
     SELECT jsonb_build_object(
         'action', p_decision.action,

@@ -30,10 +30,11 @@ CREATE TYPE memgov.write_outcome AS (
     quarantine_id   uuid
 );
 
--- Expiry of a row under its retention policy (NULL: no automatic expiry).
+-- Expiry of a row under its retention policy (NULL: no automatic expiry). STABLE, as
+-- timestamptz + interval is (days follow the session's time zone): the planner inlines it.
 CREATE FUNCTION memgov.expiry_of(p_retention_policy text, p_created_at timestamptz)
 RETURNS timestamptz
-LANGUAGE sql IMMUTABLE PARALLEL SAFE
+LANGUAGE sql STABLE PARALLEL SAFE
 AS $$
     SELECT CASE p_retention_policy
                WHEN 'ttl_7d'  THEN p_created_at + interval '7 days'
@@ -134,10 +135,12 @@ $$;
 
 -- Logs one decision about a write (by p_actor, for session_user); returns its decision_id.
 -- The only INSERT into memgov.decision_log. (No SET clause: it runs once per governed row,
--- inside functions that pin search_path, and names only qualified objects.)
+-- inside functions that pin search_path, and names only qualified objects. It takes the
+-- memory's ids, not its row: a whole row is copied to be passed.)
 CREATE FUNCTION memgov.log_decision(
     p_operation  text,
-    p_item       memgov.long_term_memory_items,
+    p_memory_id  uuid,
+    p_org_id     text,
     p_actor      text,
     p_decision   memgov.decision)
 RETURNS bigint
@@ -149,7 +152,7 @@ BEGIN
     INSERT INTO memgov.decision_log
            (operation, memory_id, org_id, action, reason_codes, matched_rule_ids,
             policy_version, mode, enforced, actor, login, risk_score, risk_level)
-    VALUES (p_operation, p_item.memory_id, p_item.org_id, p_decision.action,
+    VALUES (p_operation, p_memory_id, p_org_id, p_decision.action,
             p_decision.reason_codes, p_decision.matched_rule_ids, p_decision.policy_version,
             p_decision.mode, p_decision.enforced, p_actor, session_user,
             pg_catalog.round(p_decision.risk_score, 3), p_decision.risk_level)
@@ -159,7 +162,8 @@ END
 $$;
 
 -- Logs one decision about a write and files the request or quarantine entry it calls for.
--- Engine-internal: reached from the write trigger and memgov's functions only.
+-- Engine-internal: reached from the write trigger and memgov's functions only, which pin
+-- search_path (no SET clause of its own: it runs once per governed row).
 CREATE FUNCTION memgov.record_write(
     p_operation  text,
     p_item       memgov.long_term_memory_items,
@@ -167,7 +171,6 @@ CREATE FUNCTION memgov.record_write(
     p_decision   memgov.decision)
 RETURNS memgov.write_outcome
 LANGUAGE plpgsql
-SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     v_outcome   memgov.write_outcome;
@@ -177,7 +180,7 @@ BEGIN
     v_outcome.action := CASE WHEN p_decision.enforced THEN p_decision.action ELSE 'allow' END;
     v_outcome.policy_version := p_decision.policy_version;
 
-    v_outcome.decision_id := memgov.log_decision(p_operation, p_item, p_actor, p_decision);
+    v_outcome.decision_id := memgov.log_decision(p_operation, p_item.memory_id, p_item.org_id, p_actor, p_decision);
 
     IF v_outcome.action IN ('require_approval', 'quarantine') THEN
         v_payload := to_jsonb(p_item);
@@ -232,7 +235,9 @@ END
 $$;
 
 -- The client row trigger on memgov.long_term_memory_items (BEFORE INSERT OR UPDATE OR DELETE,
--- WHEN current_user <> 'memgov_owner').
+-- WHEN current_user <> 'memgov_owner'). PL/pgSQL prepares each expression it evaluates once
+-- per transaction, and a single-row write is a transaction: the common case (a remembered
+-- memory the policy stores) takes as few statements as the checks allow.
 CREATE FUNCTION memgov.enforce_write()
 RETURNS trigger
 LANGUAGE plpgsql
@@ -263,15 +268,30 @@ BEGIN
         IF pg_column_size(NEW) > 1024 THEN
             PERFORM memgov.check_item_size(NEW);
         END IF;
+        -- a new memory starts active, never confirmed, undecided (one test for the five)
+        IF (NEW.status, NEW.last_confirmed_at, NEW.low_confidence_since, NEW.policy_version, NEW.decision_id)
+           IS DISTINCT FROM ('active', NULL, NULL, NULL, NULL) THEN
+            NEW.status := 'active';
+            NEW.last_confirmed_at := NULL;
+            NEW.low_confidence_since := NULL;
+            NEW.policy_version := NULL;
+            NEW.decision_id := NULL;
+        END IF;
         NEW.created_at := pg_catalog.now();
         NEW.updated_at := NEW.created_at;
         NEW.expires_at := memgov.expiry_of(NEW.retention_policy, NEW.created_at);
-        NEW.status := 'active';
-        NEW.last_confirmed_at := NULL;
-        NEW.low_confidence_since := NULL;
-        NEW.low_confidence_since := memgov.low_confidence_since(NEW);
-        NEW.policy_version := NULL;
-        NEW.decision_id := NULL;
+        IF NEW.retention_policy = 'confidence_based' THEN
+            NEW.low_confidence_since := memgov.low_confidence_since(NEW);
+        END IF;
+
+        v_decision := memgov.decide(NEW, 'remember', v_actor);
+        IF (v_decision.action = 'allow' OR NOT v_decision.enforced)
+           AND current_setting('memgov.capture', true) IS DISTINCT FROM 'on' THEN
+            -- stored as written: one decision logged, nothing filed, nobody to tell
+            NEW.decision_id := memgov.log_decision('remember', NEW.memory_id, NEW.org_id, v_actor, v_decision);
+            NEW.policy_version := v_decision.policy_version;
+            RETURN NEW;
+        END IF;
         v_operation := 'remember';
         v_item := NEW;
     ELSIF TG_OP = 'UPDATE' THEN
@@ -299,18 +319,7 @@ BEGIN
         NEW.low_confidence_since := memgov.low_confidence_since(NEW);
         v_operation := 'update';
         v_item := NEW;
-    ELSE
-        IF OLD.status = 'pending_approval' THEN
-            RAISE EXCEPTION 'memgov: memory % is pending approval and cannot be forgotten', OLD.memory_id
-                USING ERRCODE = 'MG409',
-                      HINT = 'a reviewer denies it instead (memgov.deny / memgov.reject)';
-        END IF;
-        v_operation := 'forget';
-        v_item := OLD;
-    END IF;
-
-    v_decision := memgov.decide(v_item, v_operation, v_actor);
-    IF TG_OP = 'UPDATE' THEN
+        v_decision := memgov.decide(v_item, v_operation, v_actor);
         -- forget rules apply to an update that makes a memory expire sooner (it is partly
         -- forgotten) and to one that takes it out of a hold (a legal hold is lifted by
         -- changing the policy, never by changing the memory)
@@ -320,7 +329,17 @@ BEGIN
                AND NOT memgov.retention_held(NEW)) THEN
             v_decision := memgov.stricter(v_decision, v_forget);
         END IF;
+    ELSE
+        IF OLD.status = 'pending_approval' THEN
+            RAISE EXCEPTION 'memgov: memory % is pending approval and cannot be forgotten', OLD.memory_id
+                USING ERRCODE = 'MG409',
+                      HINT = 'a reviewer denies it instead (memgov.deny / memgov.reject)';
+        END IF;
+        v_operation := 'forget';
+        v_item := OLD;
+        v_decision := memgov.decide(v_item, v_operation, v_actor);
     END IF;
+
     v_action := CASE WHEN v_decision.enforced THEN v_decision.action ELSE 'allow' END;
     IF TG_OP = 'INSERT' AND (v_action = 'quarantine'
                              OR (v_action = 'deny' AND current_setting('memgov.on_deny', true) = 'skip')) THEN
@@ -422,12 +441,15 @@ CREATE TABLE memgov.channel_secret (
 );
 INSERT INTO memgov.channel_secret DEFAULT VALUES;
 
+-- (PL/pgSQL, no SET clause: a held write calls it under the trigger's pinned search_path,
+-- and PL/pgSQL keeps its plan for the session where a SQL function would be planned anew.)
 CREATE FUNCTION memgov.approval_channel(p_org_id text)
 RETURNS text
-LANGUAGE sql STABLE
-SET search_path = pg_catalog, pg_temp
+LANGUAGE plpgsql STABLE
 AS $$
-    SELECT 'memgov_approvals_' || left(md5(s.secret || ':' || p_org_id), 20) FROM memgov.channel_secret s
+BEGIN
+    RETURN (SELECT 'memgov_approvals_' || left(md5(s.secret || ':' || p_org_id), 20) FROM memgov.channel_secret s);
+END
 $$;
 
 -- The approval channel of the session's tenant, for LISTEN (reviewers and admins).

@@ -177,7 +177,7 @@ BEGIN
     END IF;
 
     v_decision := memgov.decide(v_item, p_request.operation, p_request.requested_by);
-    v_id := memgov.log_decision(p_request.operation, v_item, v_actor, v_decision);
+    v_id := memgov.log_decision(p_request.operation, v_item.memory_id, v_item.org_id, v_actor, v_decision);
 
     IF v_decision.enforced AND v_decision.action IN ('deny', 'quarantine') THEN
         PERFORM memgov.close_request(p_request, 'denied', v_actor,
