@@ -1,0 +1,180 @@
+"""Where a governed write's work goes, in CPU instructions (callgrind): the same on every run.
+
+    python -m tests.bench.profile_write [--rows 200] [--bulk-rows 2000]
+
+Timings on a shared 2-core machine move by ±10 % between runs; instruction
+counts do not, so this profile says which part of the write path costs what,
+and whether a change made it cheaper, without a quiet machine. It needs
+valgrind, and builds its own cluster (the bench_write tables and
+``policies/default.yaml``); each measurement runs ``postgres --single`` under
+callgrind on a copy of that cluster's data directory, as an agent's role
+(memgov_writer, memgov.org_id set).
+
+Each layer adds one part of the write path to the one above it, the parts
+below it replaced by stand-ins that cost (almost) nothing:
+
+    bare copy of the table          bench.bare: no trigger, no row security
+    governed table, trigger off     row security and the engine-columns trigger's WHEN test
+    + an empty write trigger        enforce_write() reduced to RETURN NEW
+    + the trigger's own work        the engine columns and checks; a constant decision, no log row
+    + the policy's decision         memgov.decide() as deployed; no log row
+    + the decision log row          the write path as shipped
+
+Columns: a single-row INSERT transaction that the policy stores, one that it
+holds for approval (a request filed, reviewers notified), and a row of a bulk
+INSERT ... SELECT. Instructions of --rows (--bulk-rows) writes minus those of
+none, divided: the server's start and the first writes (plans, caches) cancel out.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import psycopg
+
+from memgov_pg.cluster import LocalCluster, free_port
+from memgov_pg.deploy import deploy
+from memgov_pg.migrate import upgrade
+from tests.bench.bench_write import COLUMNS, SETUP
+from tests.bench.common import table
+
+ROOT = Path(__file__).resolve().parents[2]
+ROLE = "memgov_bench_agent"
+GOVERNED = "memgov.long_term_memory_items"
+WARMUP = 20
+
+# (label, SQL run as the superuser before the measured writes)
+EMPTY_TRIGGER = "{header} AS $body$ BEGIN RETURN NEW; END $body$"
+CONSTANT_DECISION = """
+CREATE OR REPLACE FUNCTION memgov.decide(p_item memgov.long_term_memory_items, p_operation text, p_actor text)
+RETURNS memgov.decision LANGUAGE plpgsql STABLE AS $body$
+BEGIN
+    RETURN ROW(CASE WHEN p_item.confidence <= 0.7 THEN 'require_approval' ELSE 'allow' END,
+               ARRAY['CONSTANT']::text[], ARRAY['constant']::text[], '1.0.0', 'enforce', true,
+               NULL, NULL)::memgov.decision;
+END $body$"""
+NO_LOG_ROW = """
+CREATE OR REPLACE FUNCTION memgov.log_decision(p_operation text, p_memory_id uuid, p_org_id text, p_actor text,
+                                               p_decision memgov.decision)
+RETURNS bigint LANGUAGE plpgsql AS $body$ BEGIN RETURN 0; END $body$"""
+DISABLE_TRIGGER = f"ALTER TABLE {GOVERNED} DISABLE TRIGGER enforce_write"
+
+LAYERS: list[tuple[str, str, list[str]]] = [
+    ("bare copy of the table", "bench.bare", []),
+    ("governed table, write trigger off", GOVERNED, [DISABLE_TRIGGER]),
+    ("+ an empty write trigger", GOVERNED, [EMPTY_TRIGGER]),
+    ("+ the trigger's own work", GOVERNED, [CONSTANT_DECISION, NO_LOG_ROW]),
+    ("+ the policy's decision", GOVERNED, [NO_LOG_ROW]),
+    ("+ the decision log row (as shipped)", GOVERNED, []),
+]
+
+SINGLE = (
+    "INSERT INTO {table} ("
+    + COLUMNS
+    + ") VALUES ('acme', 'p1', 'user_fact', 'The user mentioned fact ' || $1, 'agent_extracted', {confidence}, 'mcp')"
+)
+BULK = (
+    "INSERT INTO {table} (" + COLUMNS + ") SELECT " + COLUMNS + " FROM bench.source WHERE i > {first} AND i <= {last}"
+)
+
+
+def one_line(statement: str) -> str:
+    """``postgres --single`` reads a statement a line."""
+    return " ".join(line.split("--")[0] for line in statement.splitlines()).strip() + ";"
+
+
+def script(prefix: list[str], target: str, kind: str, rows: int) -> str:
+    lines = [*(one_line(s) for s in prefix), "SET synchronous_commit = off;", "SET memgov.org_id = 'acme';",
+             "SET client_min_messages = warning;", f"SET ROLE {ROLE};"]  # fmt: skip
+    if kind == "bulk":
+        lines.append(BULK.format(table=target, first=0, last=WARMUP) + ";")
+        if rows:
+            lines.append(BULK.format(table=target, first=WARMUP, last=WARMUP + rows) + ";")
+        return "\n".join(lines) + "\n"
+    confidence = "0.7" if kind == "held" else "0.9"
+    lines.append(f"PREPARE w(int) AS {SINGLE.format(table=target, confidence=confidence)};")
+    lines += [f"EXECUTE w({i});" for i in range(1, WARMUP + rows + 1)]
+    return "\n".join(lines) + "\n"
+
+
+def instructions(cluster: LocalCluster, pristine: Path, sql_script: str) -> int:
+    """Instructions of one ``postgres --single`` run of ``sql_script`` on a copy of ``pristine``."""
+    run_dir = Path(tempfile.mkdtemp(prefix="memgov-profile-", dir=cluster.base))
+    datadir = run_dir / "data"
+    shutil.copytree(pristine, datadir, symlinks=True)
+    for path in (run_dir, datadir, *datadir.rglob("*")):
+        cluster.os_user.own(path)
+    out_file = run_dir / "callgrind.out"
+    result = cluster.os_user.run(
+        ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out_file}",
+         str(cluster.bindir / "postgres"), "--single", "-c", "shared_preload_libraries=", "-D", str(datadir), "bench"],
+        input=sql_script,
+    )  # fmt: skip
+    errors = [line for line in result.stdout.splitlines() + result.stderr.splitlines() if "ERROR" in line]
+    if result.returncode != 0 or errors or not out_file.exists():
+        raise SystemExit(f"profile: postgres --single failed: {(errors or result.stderr.splitlines())[-1:]}")
+    summary = subprocess.run(["callgrind_annotate", str(out_file)], capture_output=True, text=True, check=True)
+    shutil.rmtree(run_dir, ignore_errors=True)
+    for line in summary.stdout.splitlines():
+        if "PROGRAM TOTALS" in line:
+            return int(line.split()[0].replace(",", ""))
+    raise SystemExit("profile: callgrind_annotate printed no total")
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__)
+    p.add_argument("--rows", type=int, default=200, help="single-row INSERTs measured per cell")
+    p.add_argument("--bulk-rows", type=int, default=2000, help="rows of the measured INSERT ... SELECT")
+    args = p.parse_args()
+    if shutil.which("valgrind") is None or shutil.which("callgrind_annotate") is None:
+        print("profile: skipped: needs valgrind (Debian package valgrind)")
+        return
+    base = Path(tempfile.mkdtemp(prefix="memgov-profile-"))
+    cluster = LocalCluster(base, free_port(), durable=False)
+    running = False
+    try:
+        cluster.init()
+        cluster.start()
+        running = True
+        cluster.bootstrap()
+        with psycopg.connect(cluster.dsn("postgres"), autocommit=True) as conn:
+            conn.execute("CREATE DATABASE bench")
+        dsn = cluster.dsn("bench")
+        upgrade(dsn)
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            conn.execute(SETUP.replace("%(rows)s", str(WARMUP + max(args.rows, args.bulk_rows))))
+            found = conn.execute(
+                "SELECT split_part(pg_get_functiondef('memgov.enforce_write()'::regprocedure), 'AS $function$', 1)"
+            ).fetchone()
+            assert found is not None
+            header = found[0]
+        deploy(dsn, ROOT / "policies" / "default.yaml")
+        cluster.stop()
+        running = False
+        rows: list[tuple[str, ...]] = []
+        for label, target, prefix in LAYERS:
+            prefix = [s.format(header=header) if s is EMPTY_TRIGGER else s for s in prefix]
+            cells = []
+            for kind, n in (("stored", args.rows), ("held", args.rows), ("bulk", args.bulk_rows)):
+                if kind == "held" and target == "bench.bare":
+                    kind = "stored"  # nothing is held without the trigger: the same INSERT
+                total = instructions(cluster, cluster.datadir, script(prefix, target, kind, n))
+                empty = instructions(cluster, cluster.datadir, script(prefix, target, kind, 0))
+                cells.append((total - empty) / n)
+            rows.append((label, *(f"{c / 1000:,.0f}k" for c in cells)))
+            print(f"  {label}: done", file=sys.stderr, flush=True)
+    finally:
+        if running:
+            cluster.stop()
+        shutil.rmtree(base, ignore_errors=True)
+    print("instructions per write (callgrind), each layer adding one part of the write path\n")
+    print(table(rows, ("layer", "single-row, stored", "single-row, held", "bulk, per row")))
+
+
+if __name__ == "__main__":
+    main()
