@@ -69,6 +69,9 @@ WRITER_API: Final[tuple[str, ...]] = (
     "memgov.explain(jsonb,text)",
     "memgov.apply_retention(uuid)",
     "memgov.session_tenant()",
+    # session_tenant() is inlined into its callers' queries: what it calls runs as them
+    "memgov.binding_on()",
+    "memgov.login_bound_to(text)",
     "memgov.approval_channel()",
     "memgov.is_tenant_id(text)",
     # remember() runs with its caller's rights and builds its row with it
