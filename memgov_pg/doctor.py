@@ -455,12 +455,12 @@ def check_tenant_binding(conn: psycopg.Connection[Any], clients: Sequence[dict[s
     """Binding is optional: without it a client acts in whatever tenant its session names."""
     try:
         row = _rows(conn, "doctor_tenant_binding", {"clients": [c["oid"] for c in clients]})[0]
-    except psycopg.errors.UndefinedTable:
+    except (psycopg.errors.UndefinedTable, psycopg.errors.UndefinedFunction):
         yield Finding(
             "tenant-binding",
             INFO,
             "memgov.tenant_grants",
-            "this memgov schema predates tenant binding",
+            "this memgov schema predates tenant binding as it is checked now",
             "`memgov migrate`",
         )
         return
@@ -473,6 +473,15 @@ def check_tenant_binding(conn: psycopg.Connection[Any], clients: Sequence[dict[s
             "run memgov doctor as a superuser (or a member of memgov_admin)",
         )
         return
+    if row["binding_on"] != bool(row["grants"]):
+        yield Finding(
+            "tenant-binding",
+            ERROR,
+            "memgov.binding_on()",
+            f"row security takes tenant binding to be {'on' if row['binding_on'] else 'off'}, but "
+            f"memgov.tenant_grants has {row['grants']} grants: the flag was rewritten outside memgov",
+            "as a superuser: UPDATE memgov.tenant_grants SET role_name = role_name (its trigger rewrites the flag)",
+        )
     for role in row["missing_roles"]:
         yield Finding(
             "tenant-binding",

@@ -464,8 +464,10 @@ SELECT jobid, jobname, schedule, command, username, active
  ORDER BY jobid;
 
 -- name: doctor_tenant_binding
--- Tenant grants (and those whose role is gone) and the client logins no grant binds.
+-- Tenant grants (and those whose role is gone), the client logins no grant binds, and
+-- whether row security's flag (memgov.binding_on()) agrees with the grants.
 SELECT (SELECT count(*) FROM memgov.tenant_grants) AS grants,
+       memgov.binding_on() AS binding_on,
        array(SELECT DISTINCT g.role_name FROM memgov.tenant_grants g
               WHERE to_regrole(pg_catalog.quote_ident(g.role_name)) IS NULL
               ORDER BY 1) AS missing_roles,

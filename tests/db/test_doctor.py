@@ -303,6 +303,19 @@ CASES: list[tuple[str, list[str], list[str], list[Key]]] = [
         ],
     ),
     (
+        "binding-flag-rewritten",
+        ["CREATE OR REPLACE FUNCTION memgov.binding_on() RETURNS boolean LANGUAGE sql STABLE RETURN true"],
+        ["UPDATE memgov.tenant_grants SET role_name = role_name"],
+        [
+            (
+                "tenant-binding",
+                "error",
+                "memgov.binding_on()",
+                "as a superuser: UPDATE memgov.tenant_grants SET role_name = role_name (its trigger rewrites the flag)",
+            )
+        ],
+    ),
+    (
         "writer-with-createrole",
         ["ALTER ROLE {writer} CREATEROLE"],
         ["ALTER ROLE {writer} NOCREATEROLE"],
