@@ -488,8 +488,7 @@ def health(data: dict[str, Any]) -> list[str]:
             )
         if overdue["quarantine"]:
             problems.append(
-                f"quarantine growing: {overdue['quarantine']} held longer than approval_ttl "
-                "(release or purge them)"
+                f"quarantine growing: {overdue['quarantine']} held longer than approval_ttl (release or purge them)"
             )
     cron = data["pg_cron"]
     if cron.get("error"):
