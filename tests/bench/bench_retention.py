@@ -76,33 +76,32 @@ CREATE TABLE bench.row_log (
 );
 CREATE INDEX ON bench.row_log USING brin (deleted_at);
 
--- For the profile: the sweep's batching (lock a batch SKIP LOCKED, delete it by ctid, commit)
--- on the bare copy, with no log, a log row per deleted row, or a log row per batch and tenant.
+-- For the profile: the sweep's batching (lock a batch SKIP LOCKED, reading the ids the log
+-- needs; delete it by ctid; commit) on the bare copy, with no log, a log row per deleted row,
+-- or a log row per batch and tenant.
 CREATE PROCEDURE bench.batched_delete(p_batch integer, p_log text)
 LANGUAGE plpgsql AS $$
 DECLARE
     v_batch tid[];
+    v_ids uuid[];
+    v_orgs text[];
     v_n integer;
 BEGIN
     LOOP
-        v_batch := ARRAY(SELECT d.ctid FROM bench.bare d WHERE d.expires_at <= now()
-                          ORDER BY d.expires_at LIMIT p_batch FOR UPDATE SKIP LOCKED);
+        SELECT array_agg(b.ctid), array_agg(b.memory_id), array_agg(b.org_id)
+          INTO v_batch, v_ids, v_orgs
+          FROM (SELECT d.ctid, d.memory_id, d.org_id FROM bench.bare d WHERE d.expires_at <= now()
+                 ORDER BY d.expires_at LIMIT p_batch FOR UPDATE SKIP LOCKED) AS b;
+        DELETE FROM bench.bare m WHERE m.ctid = ANY ((SELECT v_batch)::tid[]);
         IF p_log = 'row' THEN
-            WITH gone AS (
-                DELETE FROM bench.bare m WHERE m.ctid = ANY ((SELECT v_batch)::tid[])
-                RETURNING m.memory_id, m.org_id)
             INSERT INTO bench.row_log (memory_id, org_id, reason, policy_version, run_id)
-            SELECT memory_id, org_id, 'ttl', '1.0.0', 1 FROM gone;
+            SELECT u.memory_id, u.org_id, 'ttl', '1.0.0', 1 FROM unnest(v_ids, v_orgs) AS u (memory_id, org_id);
         ELSIF p_log = 'batch' THEN
-            WITH gone AS (
-                DELETE FROM bench.bare m WHERE m.ctid = ANY ((SELECT v_batch)::tid[])
-                RETURNING m.memory_id, m.org_id)
             INSERT INTO bench.batch_log (org_id, reason, policy_version, run_id, memory_count, memory_ids)
-            SELECT org_id, 'ttl', '1.0.0', 1, count(*), array_agg(memory_id) FROM gone GROUP BY org_id;
-        ELSE
-            DELETE FROM bench.bare m WHERE m.ctid = ANY ((SELECT v_batch)::tid[]);
+            SELECT u.org_id, 'ttl', '1.0.0', 1, count(*), array_agg(u.memory_id ORDER BY u.memory_id)
+              FROM unnest(v_ids, v_orgs) AS u (memory_id, org_id) GROUP BY u.org_id;
         END IF;
-        v_n := cardinality(v_batch);
+        v_n := coalesce(cardinality(v_batch), 0);
         COMMIT;
         EXIT WHEN v_n < p_batch;
     END LOOP;
