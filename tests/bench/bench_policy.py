@@ -63,6 +63,7 @@ BEGIN
             v_actual := CASE v_cond.key
                 WHEN 'content.contains_secret' THEN to_jsonb(memgov.contains_secret(p_item.fact_text))
                 WHEN 'content.contains_pii' THEN to_jsonb(memgov.contains_pii(p_item.fact_text))
+                WHEN 'operation_type' THEN to_jsonb('remember'::text)  -- both triggers decide remember
                 ELSE v_doc -> v_cond.key END;
             FOR v_op IN SELECT key, value FROM jsonb_each(
                     CASE WHEN jsonb_typeof(v_cond.value) = 'object' THEN v_cond.value
