@@ -14,6 +14,14 @@ deployed.
     request, a NOTIFY). Must reach >= 0.65 of bare, goal >= 0.80.
 (2) Bulk INSERT ... SELECT of N rows that the policy stores, a line per size
     of --sizes (50k is the figure of record). Must reach <= 2.0x bare, goal <= 1.5x.
+
+Floors, measured the same way, that say what no decision logic can go below:
+(1e) (1) with memgov.enforce_write() reduced to RETURN NEW (the trigger call
+    and row security only), and (1l) reduced to logging one constant decision
+    through memgov.log_decision(): any write path that logs every write in its
+    own transaction from a row trigger costs at least that.
+(2d) the default policy's secret detector alone (memgov.contains_secret over
+    the same rows' fact_text, in a SELECT) against the bare INSERT of (2).
 """
 
 from __future__ import annotations
@@ -31,7 +39,15 @@ from psycopg import conninfo
 
 from memgov_pg.cluster import find_bindir
 from memgov_pg.deploy import deploy
-from tests.bench.common import bench_database, parser, table
+from tests.bench.common import (
+    EMPTY_TRIGGER,
+    LOG_ONLY_TRIGGER,
+    bench_database,
+    best_of,
+    parser,
+    stand_in_trigger,
+    table,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 ROLE = "memgov_bench_agent"
@@ -110,6 +126,19 @@ def bulk(conn: psycopg.Connection[Any], target: str, repeat: int, rows: int) -> 
     return min(times)
 
 
+# (2d): the detector that the default policy's first rule reads on every write
+DETECTOR = "SELECT count(*) FROM bench.source WHERE i <= {rows:d} AND memgov.contains_secret(fact_text)"
+
+
+def single_rows(dsn: str, args: Any, script: str) -> tuple[float, float]:
+    """Best bare and governed throughput of ``script`` over --repeat runs, alternated so that drift hits both."""
+    bare_tps, governed_tps = [], []
+    for _ in range(args.repeat):
+        bare_tps.append(pgbench(dsn, "bench.bare", args.seconds, script))
+        governed_tps.append(pgbench(dsn, "memgov.long_term_memory_items", args.seconds, script))
+    return max(bare_tps), max(governed_tps)
+
+
 def tps_row(name: str, bare: float, governed: float, goal: str) -> tuple[str, ...]:
     """A pgbench line: throughput, the time a transaction takes, and governed / bare."""
     return (name, f"{bare:.0f} tps ({1e6 / bare:.0f} µs/txn)", f"{governed:.0f} tps ({1e6 / governed:.0f} µs/txn)",
@@ -129,12 +158,11 @@ def main() -> None:
         rows: list[tuple[str, ...]] = []
         for label, script, goal in (("(1) single-row INSERTs, all stored", ALL_STORED, ">= 0.80 (goal 0.90)"),
                                     ("(1b) single-row INSERTs, half held", MIXED, ">= 0.65 (goal 0.80)")):  # fmt: skip
-            # alternate bare and governed runs so that drift hits both
-            bare_tps, governed_tps = [], []
-            for _ in range(args.repeat):
-                bare_tps.append(pgbench(dsn, "bench.bare", args.seconds, script))
-                governed_tps.append(pgbench(dsn, "memgov.long_term_memory_items", args.seconds, script))
-            rows.append(tps_row(label, max(bare_tps), max(governed_tps), goal))
+            rows.append(tps_row(label, *single_rows(dsn, args, script), goal))
+        for label, body in (("(1e) floor: (1), the write trigger empty", EMPTY_TRIGGER),
+                            ("(1l) floor: (1), the write trigger only logging", LOG_ONLY_TRIGGER)):  # fmt: skip
+            with stand_in_trigger(conn, body):
+                rows.append(tps_row(label, *single_rows(dsn, args, ALL_STORED), "-"))
         for n in sizes:
             bare_s = bulk(conn, "bench.bare", args.repeat, n)
             governed_s = bulk(conn, "memgov.long_term_memory_items", args.repeat, n)
@@ -142,6 +170,12 @@ def main() -> None:
                          f"{bare_s * 1e3:.0f} ms ({bare_s / n * 1e6:.1f} µs/row)",
                          f"{governed_s * 1e3:.0f} ms ({governed_s / n * 1e6:.1f} µs/row)",
                          f"{governed_s / bare_s:.2f}x", "<= 2.0x (goal 1.5x)"))  # fmt: skip
+            if n == 50_000:
+                detector_s = best_of(args.repeat, lambda: conn.execute(DETECTOR.format(rows=50_000)))
+                rows.append(("(2d) floor: the secret detector alone, 50,000 rows",
+                             f"{bare_s * 1e3:.0f} ms (the INSERT of (2))",
+                             f"{detector_s * 1e3:.0f} ms ({detector_s / n * 1e6:.1f} µs/row)",
+                             f"+{detector_s / bare_s:.2f}x", "-"))  # fmt: skip
         decisions = conn.execute("SELECT action, count(*) FROM memgov.decision_log GROUP BY 1 ORDER BY 1").fetchall()
     print(f"pgbench: 2 clients, prepared, {args.seconds} s a run; best of {args.repeat} for every figure\n")
     print(table(rows, ("measurement", "bare (same run)", "governed", "governed / bare", "must reach")))

@@ -69,6 +69,37 @@ def bench_database(dsn: str | None, name: str) -> Iterator[str]:
             shutil.rmtree(base, ignore_errors=True)
 
 
+#: Stand-in bodies of memgov.enforce_write() (PL/pgSQL) for the floors of the write path:
+#: the write trigger doing nothing, and doing nothing but log one constant decision
+#: through the shipped memgov.log_decision().
+EMPTY_TRIGGER = "BEGIN RETURN NEW; END"
+LOG_ONLY_TRIGGER = (
+    "BEGIN NEW.decision_id := memgov.log_decision('remember', NEW.memory_id, NEW.org_id, 'stand-in',"
+    " ROW('allow', '{}', '{}', 'stand-in', 'enforce', true, NULL, NULL)::memgov.decision); RETURN NEW; END"
+)
+
+
+def enforce_write_header(conn: psycopg.Connection[Any]) -> str:
+    """memgov.enforce_write()'s CREATE OR REPLACE header (signature, language, SECURITY DEFINER, SET clause)."""
+    row = conn.execute(
+        "SELECT split_part(pg_get_functiondef('memgov.enforce_write()'::regprocedure), 'AS $function$', 1)"
+    ).fetchone()
+    assert row is not None
+    return str(row[0])
+
+
+@contextmanager
+def stand_in_trigger(conn: psycopg.Connection[Any], body: str) -> Iterator[None]:
+    """memgov.enforce_write() with ``body`` for the block (the same trigger, rights and search_path), then restored."""
+    row = conn.execute("SELECT pg_get_functiondef('memgov.enforce_write()'::regprocedure)").fetchone()
+    assert row is not None
+    conn.execute(f"{enforce_write_header(conn)} AS $stand_in$ {body} $stand_in$")
+    try:
+        yield
+    finally:
+        conn.execute(row[0])
+
+
 def timings(repeat: int, run: Callable[[], Any], before: Callable[[], Any] | None = None) -> list[float]:
     """The seconds of each of ``repeat`` runs (``before`` runs untimed before each)."""
     times = []

@@ -41,7 +41,7 @@ from memgov_pg.cluster import LocalCluster, free_port
 from memgov_pg.deploy import deploy
 from memgov_pg.migrate import upgrade
 from tests.bench.bench_write import COLUMNS, SETUP
-from tests.bench.common import table
+from tests.bench.common import EMPTY_TRIGGER, enforce_write_header, table
 
 ROOT = Path(__file__).resolve().parents[2]
 ROLE = "memgov_bench_agent"
@@ -49,7 +49,6 @@ GOVERNED = "memgov.long_term_memory_items"
 WARMUP = 20
 
 # (label, SQL run as the superuser before the measured writes)
-EMPTY_TRIGGER = "{header} AS $body$ BEGIN RETURN NEW; END $body$"
 CONSTANT_DECISION = """
 CREATE OR REPLACE FUNCTION memgov.decide(p_item memgov.long_term_memory_items, p_operation text, p_actor text)
 RETURNS memgov.decision LANGUAGE plpgsql STABLE AS $body$
@@ -67,7 +66,7 @@ DISABLE_TRIGGER = f"ALTER TABLE {GOVERNED} DISABLE TRIGGER enforce_write"
 LAYERS: list[tuple[str, str, list[str]]] = [
     ("bare copy of the table", "bench.bare", []),
     ("governed table, write trigger off", GOVERNED, [DISABLE_TRIGGER]),
-    ("+ an empty write trigger", GOVERNED, [EMPTY_TRIGGER]),
+    ("+ an empty write trigger", GOVERNED, [f"{{header}} AS $body$ {EMPTY_TRIGGER} $body$"]),
     ("+ the trigger's own work", GOVERNED, [CONSTANT_DECISION, NO_LOG_ROW]),
     ("+ the policy's decision", GOVERNED, [NO_LOG_ROW]),
     ("+ the decision log row (as shipped)", GOVERNED, []),
@@ -148,17 +147,13 @@ def main() -> None:
         upgrade(dsn)
         with psycopg.connect(dsn, autocommit=True) as conn:
             conn.execute(SETUP.replace("%(rows)s", str(WARMUP + max(args.rows, args.bulk_rows))))
-            found = conn.execute(
-                "SELECT split_part(pg_get_functiondef('memgov.enforce_write()'::regprocedure), 'AS $function$', 1)"
-            ).fetchone()
-            assert found is not None
-            header = found[0]
+            header = enforce_write_header(conn)
         deploy(dsn, ROOT / "policies" / "default.yaml")
         cluster.stop()
         running = False
         rows: list[tuple[str, ...]] = []
         for label, target, prefix in LAYERS:
-            prefix = [s.format(header=header) if s is EMPTY_TRIGGER else s for s in prefix]
+            prefix = [s.format(header=header) if s.startswith("{header}") else s for s in prefix]
             cells = []
             for kind, n in (("stored", args.rows), ("held", args.rows), ("bulk", args.bulk_rows)):
                 if kind == "held" and target == "bench.bare":
