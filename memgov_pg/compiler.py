@@ -298,10 +298,12 @@ class _Emitter:
     def source_check(self) -> list[str]:
         """Only the roles of the policy's ``sources:`` map may claim a fact source.
 
-        One IF for every restricted source: each test is an expression that PL/pgSQL
-        prepares once per transaction, and a single-row write is a transaction.
+        PL/pgSQL prepares each expression it evaluates once per transaction, and a
+        single-row write is a transaction: a write of an unrestricted source evaluates
+        one small test, and only a restricted one the role tests (their function calls
+        and permission checks), in one IF for all restricted sources.
         """
-        refused = []
+        restricted, refused = [], []
         for source in SOURCES:
             roles = self.policy.sources.roles_for(source)
             if "*" in roles:
@@ -310,13 +312,16 @@ class _Emitter:
             may = " OR ".join(
                 f"coalesce(pg_has_role(p_actor, to_regrole({literal(role)}), 'MEMBER'), false)" for role in roles
             )
+            restricted.append(literal(source))
             refused.append(f"(p_item.source = {literal(source)} AND NOT ({may or 'false'}))")
         if not refused:
             return []
         return [
             "    -- sources: which roles may claim which fact source",
-            "    IF " + "\n       OR ".join(refused) + " THEN",
-            f"        RETURN {self.decision('deny', ['SOURCE_NOT_PERMITTED'], [])};",
+            f"    IF p_item.source IN ({', '.join(restricted)}) THEN",
+            "        IF " + "\n           OR ".join(refused) + " THEN",
+            f"            RETURN {self.decision('deny', ['SOURCE_NOT_PERMITTED'], [])};",
+            "        END IF;",
             "    END IF;",
         ]
 
