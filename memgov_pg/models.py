@@ -41,7 +41,7 @@ from sqlalchemy import (
     Uuid,
     text,
 )
-from sqlalchemy.dialects.postgresql import ARRAY, JSONB
+from sqlalchemy.dialects.postgresql import ARRAY, DOMAIN, JSONB
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, validates
 from sqlalchemy.types import TypeDecorator
 
@@ -84,14 +84,18 @@ FeedbackKind = _str_enum("FeedbackKind", ("confirm", "reject", "edit", "forget")
 
 
 class EnumText(TypeDecorator[Any]):
-    """``text`` in the database, a ``StrEnum`` member in Python (no PostgreSQL enum type, no length)."""
+    """``text`` (or a text domain) in the database, a ``StrEnum`` member in Python (no PostgreSQL enum type)."""
 
     impl = Text
     cache_ok = True
 
-    def __init__(self, enum_class: type[enum.StrEnum]) -> None:
+    def __init__(self, enum_class: type[enum.StrEnum], domain: str | None = None) -> None:
+        """``domain``: the column's text domain in schema memgov (created by the migration, never here)."""
         super().__init__()
         self.enum_class = enum_class
+        self.domain = domain
+        if domain is not None:
+            self.impl = DOMAIN(domain, Text(), schema=SCHEMA, create_type=False)
 
     def process_bind_param(self, value: Any, dialect: Any) -> str | None:
         """The member's text for the database (ValueError for a value not in the enum)."""
@@ -285,9 +289,11 @@ class ApprovalRequest(Base):
     request_id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True, server_default=_default("gen_random_uuid()"))
     memory_id: Mapped[uuid.UUID | None] = mapped_column(Uuid)
     org_id: Mapped[str] = mapped_column(Text, primary_key=True)
-    operation: Mapped[Any] = mapped_column(EnumText(Operation))
+    operation: Mapped[Any] = mapped_column(EnumText(Operation, "write_operation"))
     payload: Mapped[dict[str, Any]] = mapped_column(JSONB)
-    status: Mapped[Any] = mapped_column(EnumText(ApprovalStatus), server_default=_default("'pending'::text"))
+    status: Mapped[Any] = mapped_column(
+        EnumText(ApprovalStatus, "request_status"), server_default=_default("'pending'::text")
+    )
     requested_at: Mapped[datetime] = mapped_column(_TZ, server_default=_default("now()"))
     requested_by: Mapped[str] = mapped_column(Text, server_default=_default("CURRENT_USER"))
     requested_login: Mapped[str] = mapped_column(Text, server_default=_default("SESSION_USER"))
@@ -308,11 +314,13 @@ class QuarantineEntry(Base):
         Uuid, primary_key=True, server_default=_default("gen_random_uuid()")
     )
     org_id: Mapped[str] = mapped_column(Text, primary_key=True)
-    operation: Mapped[Any] = mapped_column(EnumText(Operation))
+    operation: Mapped[Any] = mapped_column(EnumText(Operation, "write_operation"))
     memory_id: Mapped[uuid.UUID | None] = mapped_column(Uuid)
     payload: Mapped[dict[str, Any]] = mapped_column(JSONB)
     decision: Mapped[dict[str, Any]] = mapped_column(JSONB)
-    status: Mapped[Any] = mapped_column(EnumText(QuarantineStatus), server_default=_default("'held'::text"))
+    status: Mapped[Any] = mapped_column(
+        EnumText(QuarantineStatus, "quarantine_status"), server_default=_default("'held'::text")
+    )
     quarantined_at: Mapped[datetime] = mapped_column(_TZ, server_default=_default("now()"))
     quarantined_by: Mapped[str] = mapped_column(Text, server_default=_default("CURRENT_USER"))
     quarantined_login: Mapped[str] = mapped_column(Text, server_default=_default("SESSION_USER"))

@@ -28,16 +28,18 @@ _LITERAL = re.compile(r"'((?:[^']|'')*)'::text")
 
 
 def check_list(conn: psycopg.Connection[Any], table: str, column: str) -> tuple[str, ...]:
-    """The values the one CHECK on memgov.<table>.<column> allows, in the order it lists them."""
+    """The values the one CHECK on memgov.<table>.<column> allows, in the order it lists them:
+    a CHECK constraint of the table, or of the column's domain (VALUE IN (...))."""
     defs = [
         d
         for (d,) in conn.execute(
             """
             SELECT pg_get_constraintdef(c.oid)
-              FROM pg_constraint c
-              JOIN pg_attribute a ON a.attrelid = c.conrelid AND a.attnum = ANY (c.conkey)
-             WHERE c.contype = 'c' AND c.conrelid = ('memgov.' || %s)::regclass AND a.attname = %s
-               AND cardinality(c.conkey) = 1
+              FROM pg_attribute a
+              JOIN pg_constraint c
+                ON (c.conrelid = a.attrelid AND a.attnum = ANY (c.conkey) AND cardinality(c.conkey) = 1)
+                OR c.contypid = a.atttypid
+             WHERE c.contype = 'c' AND a.attrelid = ('memgov.' || %s)::regclass AND a.attname = %s
             """,
             (table, column),
         ).fetchall()
@@ -45,7 +47,7 @@ def check_list(conn: psycopg.Connection[Any], table: str, column: str) -> tuple[
     ]
     assert len(defs) == 1, f"memgov.{table}.{column}: expected one CHECK ({column} IN (...)), found {defs}"
     match = _IN_LIST.match(defs[0])
-    assert match is not None and match.group(1) == column, defs[0]
+    assert match is not None and match.group(1) in (column, "VALUE"), defs[0]
     return tuple(v.replace("''", "'") for v in _LITERAL.findall(match.group(2)))
 
 
