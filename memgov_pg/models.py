@@ -43,7 +43,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.dialects.postgresql import ARRAY, DOMAIN, JSONB
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, validates
-from sqlalchemy.types import TypeDecorator
+from sqlalchemy.types import TypeDecorator, TypeEngine
 
 from .policy.vocabulary import (
     MODES,
@@ -86,7 +86,7 @@ FeedbackKind = _str_enum("FeedbackKind", ("confirm", "reject", "edit", "forget")
 class EnumText(TypeDecorator[Any]):
     """``text`` (or a text domain) in the database, a ``StrEnum`` member in Python (no PostgreSQL enum type)."""
 
-    impl = Text
+    impl: TypeEngine[Any] | type[TypeEngine[Any]] = Text
     cache_ok = True
 
     def __init__(self, enum_class: type[enum.StrEnum], domain: str | None = None) -> None:
