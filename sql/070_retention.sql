@@ -480,7 +480,7 @@ DECLARE
     -- how much the sweep yields to the database's other sessions: while one of them is
     -- busy, it pauses after each batch for this many times the batch's duration (at most
     -- 1 s), which leaves writers the WAL bandwidth their commits wait for (0: never pauses)
-    v_yield    float8 := coalesce(nullif(pg_catalog.current_setting('memgov.maintenance_yield', true), '')::float8, 5.0);
+    v_yield    float8 := coalesce(nullif(pg_catalog.current_setting('memgov.maintenance_yield', true), '')::float8, 10.0);
     v_run      bigint;
     v_batch    integer;
     v_kind     text;

@@ -32,7 +32,7 @@ FROZEN: Frozen = (
     ("040_enforce.sql", "sha256:3637c54295f9397e4b2da92008f930588fe504410791a1f5ba9b64342275f106"),
     ("045_review.sql", "sha256:ec425bd3a89dd9152dde83890bd61c63fcf9e8d8e3b6edf240e79715ffee5d89"),
     ("050_feedback.sql", "sha256:a834ca64fbb3f3c9dc27485f4810fa97709d60314ea2d8afe5a4376046a86189"),
-    ("070_retention.sql", "sha256:508559739e9d03aa6d105ad0d7bf40fc6cb798c6a508809cad6428b2b6540705"),
+    ("070_retention.sql", "sha256:8c5da3e35ee4ed71996b550e3a53d39c0cb05c09dd04d2d5ca417d3912e927da"),
     ("080_audit.sql", "sha256:3d5fd380e495eab9ec99e95cc621c27f671482a1a160cac4e8098cd69cb65dcf"),
 )
 # end frozen
