@@ -1205,9 +1205,14 @@ def test_14_clients_cannot_row_lock_logs_queues_or_engine_tables(su, login, logi
      "TRUNCATE memgov.long_term_memory_items",
      "VACUUM FULL memgov.long_term_memory_items",
      "UPDATE memgov.settings SET value = 1073741823",
-     "SELECT setval('memgov.decision_log_decision_id_seq', 9223372036854775807)"],
+     "SELECT setval('memgov.decision_log_decision_id_seq', 9223372036854775807)",
+     # the review queues' value lists are domains: nobody but their owner may loosen them
+     "ALTER DOMAIN memgov.request_status DROP CONSTRAINT request_status_check",
+     "ALTER DOMAIN memgov.write_operation ADD CONSTRAINT open CHECK (true) NOT VALID",
+     "DROP DOMAIN memgov.quarantine_status CASCADE"],
     ids=["trigger", "rule", "disable_trigger", "index", "comment", "create_table", "create_function",
-         "delete", "truncate", "vacuum_full", "settings", "setval"],
+         "delete", "truncate", "vacuum_full", "settings", "setval",
+         "domain_drop_check", "domain_add_check", "domain_drop"],
 )  # fmt: skip
 def test_14_a_writer_cannot_alter_lock_or_bypass_the_table(su, writer, statement):
     seed(su, "allowed")
