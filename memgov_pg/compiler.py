@@ -185,7 +185,8 @@ class CompiledPolicy:
 
     def settings(self) -> dict[str, Any]:
         """``memgov.policy_settings(org)``: feedback and retention hold only what the
-        policy sets; SQL applies its defaults to the rest."""
+        policy sets; SQL applies its defaults to the rest. ``reads``: whether the policy
+        decides reads (:attr:`Policy.governs_reads`)."""
         p = self.policy
         return {
             "version": p.version,
@@ -195,6 +196,7 @@ class CompiledPolicy:
             "feedback": settings_json(p.feedback),
             "sources": {k: list(v) for k, v in vars(p.sources).items()},
             "retention": settings_json(p.retention),
+            "reads": p.governs_reads,
         }
 
     def rule_rows(self) -> list[dict[str, Any]]:

@@ -76,6 +76,13 @@ WRITER_API: Final[tuple[str, ...]] = (
     "memgov.is_tenant_id(text)",
     # remember() runs with its caller's rights and builds its row with it
     "memgov.item_from_json(jsonb)",
+    # governed reads (docs/recall.md), and what row level security's read test calls as them
+    "memgov.search(jsonb)",
+    "memgov.get(uuid)",
+    "memgov.readable(text,uuid,memgov.long_term_memory_items)",
+    "memgov.session_reads_governed()",
+    "memgov.get_allowed(memgov.long_term_memory_items)",
+    "memgov.written_here(uuid)",
 )
 #: What a reviewer calls besides: decide requests, give feedback, resolve quarantine.
 REVIEWER_API: Final[tuple[str, ...]] = (

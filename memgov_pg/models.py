@@ -29,6 +29,7 @@ from typing import Any
 from sqlalchemy import (
     BigInteger,
     Boolean,
+    Computed,
     DateTime,
     FetchedValue,
     Identity,
@@ -41,7 +42,7 @@ from sqlalchemy import (
     Uuid,
     text,
 )
-from sqlalchemy.dialects.postgresql import ARRAY, DOMAIN, JSONB
+from sqlalchemy.dialects.postgresql import ARRAY, DOMAIN, JSONB, REGCONFIG, TSVECTOR
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, validates
 from sqlalchemy.types import TypeDecorator, TypeEngine
 
@@ -134,6 +135,8 @@ ENGINE_COLUMNS = (
     "low_confidence_since",
     "policy_version",
     "decision_id",
+    "search_config",
+    "search_vector",
 )
 
 
@@ -181,6 +184,10 @@ class MemoryItem(Base):
     low_confidence_since: Mapped[datetime | None] = _engine(_TZ)
     policy_version: Mapped[str | None] = _engine(Text)
     decision_id: Mapped[int | None] = _engine(BigInteger)
+    search_config: Mapped[str] = _engine(REGCONFIG, "'simple'::regconfig", nullable=False)
+    search_vector: Mapped[str | None] = mapped_column(
+        TSVECTOR, Computed("to_tsvector(search_config, fact_text)", persisted=True)
+    )
 
     @validates(*ENGINE_COLUMNS)
     def _engine_owned(self, key: str, value: Any) -> Any:
@@ -278,6 +285,9 @@ class DecisionLogEntry(Base):
     login: Mapped[str] = mapped_column(Text, server_default=_default("SESSION_USER"))
     risk_score: Mapped[Decimal | None] = mapped_column(_CONFIDENCE)
     risk_level: Mapped[Any | None] = mapped_column(EnumText(RiskLevel))
+    query_fingerprint: Mapped[str | None] = mapped_column(Text)
+    returned: Mapped[int | None] = mapped_column(Integer)
+    withheld: Mapped[int | None] = mapped_column(Integer)
     xact_id: Mapped[int] = mapped_column(BigInteger, server_default=_default("((pg_current_xact_id())::text)::bigint"))
 
 
@@ -289,7 +299,7 @@ class ApprovalRequest(Base):
     request_id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True, server_default=_default("gen_random_uuid()"))
     memory_id: Mapped[uuid.UUID | None] = mapped_column(Uuid)
     org_id: Mapped[str] = mapped_column(Text, primary_key=True)
-    operation: Mapped[Any] = mapped_column(EnumText(Operation, "write_operation"))
+    operation: Mapped[Any] = mapped_column(EnumText(Operation, "operation_type"))
     payload: Mapped[dict[str, Any]] = mapped_column(JSONB)
     status: Mapped[Any] = mapped_column(
         EnumText(ApprovalStatus, "request_status"), server_default=_default("'pending'::text")
@@ -314,7 +324,7 @@ class QuarantineEntry(Base):
         Uuid, primary_key=True, server_default=_default("gen_random_uuid()")
     )
     org_id: Mapped[str] = mapped_column(Text, primary_key=True)
-    operation: Mapped[Any] = mapped_column(EnumText(Operation, "write_operation"))
+    operation: Mapped[Any] = mapped_column(EnumText(Operation, "operation_type"))
     memory_id: Mapped[uuid.UUID | None] = mapped_column(Uuid)
     payload: Mapped[dict[str, Any]] = mapped_column(JSONB)
     decision: Mapped[dict[str, Any]] = mapped_column(JSONB)

@@ -42,6 +42,10 @@ CREATE TABLE memgov.long_term_memory_items (
     low_confidence_since timestamptz,
     policy_version       text,
     decision_id          bigint,
+    -- full-text search (docs/recall.md): the tenant's text search configuration when the
+    -- memory was written, and the document memgov.search matches and ranks
+    search_config        regconfig    NOT NULL DEFAULT 'pg_catalog.simple',
+    search_vector        tsvector     GENERATED ALWAYS AS (to_tsvector(search_config, fact_text)) STORED,
     -- memory_id leads so that feedback functions find a row by id alone
     PRIMARY KEY (memory_id, org_id)
 );
@@ -55,12 +59,17 @@ CREATE INDEX long_term_memory_items_expires_at_idx
 CREATE INDEX long_term_memory_items_low_confidence_since_idx
     ON memgov.long_term_memory_items (low_confidence_since)
     WHERE low_confidence_since IS NOT NULL;
+-- memgov.search finds a text's matches here, then ranks them
+CREATE INDEX long_term_memory_items_search_vector_idx
+    ON memgov.long_term_memory_items USING gin (search_vector);
 
 -- Agents write, reviewers read, admins write like agents in any tenant. Writers may set
 -- the columns an agent owns; the engine's columns (status, policy_version, decision_id,
 -- created_at, updated_at, last_confirmed_at, expires_at, low_confidence_since) are out of
--- their reach. A table-level INSERT, UPDATE, DELETE or TRUNCATE would let a client LOCK
--- the table against every tenant: writers forget through memgov.forget().
+-- their reach, and so are search_config and the generated search_vector. A table-level
+-- INSERT, UPDATE, DELETE or TRUNCATE would let a client LOCK the table against every
+-- tenant: writers forget through memgov.forget(). What a writer or reviewer may read of
+-- its tenant's rows is the policy's `get` decision (sql/060_recall.sql).
 GRANT SELECT ON memgov.long_term_memory_items TO memgov_writer, memgov_reviewer, memgov_admin;
 GRANT INSERT (memory_id, org_id, project_id, agent_id, subject_id, session_id, category, fact_text,
               source, confidence, is_sensitive, retention_policy, context_source, metadata),
@@ -189,6 +198,10 @@ CREATE TABLE memgov.decision_log (
     login             text         NOT NULL DEFAULT session_user,  -- the login behind it
     risk_score        numeric(4,3),
     risk_level        text,                   -- low, medium, high, critical
+    -- a read (search, get): a salted sha256 of the query, never its text, and what it returned
+    query_fingerprint text,
+    returned          integer,
+    withheld          integer,
     -- the transaction that wrote the row, as a bigint (BRIN indexes bigint, not xid8):
     -- the log's seals cover rows in (xact_id, decision_id) order (sql/080_audit.sql)
     xact_id           bigint       NOT NULL DEFAULT (pg_catalog.pg_current_xact_id())::text::bigint,
@@ -212,19 +225,19 @@ CREATE POLICY admin_read ON memgov.decision_log TO memgov_admin USING (true);
 -- constraints again for every statement, and the write trigger files each request and
 -- each quarantine entry in a single-row INSERT of its own (measured: 63k instructions a
 -- held write for the two lists of approval_requests).
-CREATE DOMAIN memgov.write_operation AS text
-    CHECK (VALUE IN ('remember', 'update', 'forget'));
+CREATE DOMAIN memgov.operation_type AS text
+    CHECK (VALUE IN ('remember', 'update', 'forget', 'search', 'get'));
 CREATE DOMAIN memgov.request_status AS text
     CHECK (VALUE IN ('pending', 'approved', 'denied', 'expired'));
 CREATE DOMAIN memgov.quarantine_status AS text
     CHECK (VALUE IN ('held', 'released', 'purged'));
 
--- Writes held for a human decision.
+-- Writes held for a human decision (and reads held, as a record of what was asked).
 CREATE TABLE memgov.approval_requests (
     request_id      uuid        NOT NULL DEFAULT gen_random_uuid(),
     memory_id       uuid,
     org_id          text        NOT NULL,
-    operation       memgov.write_operation NOT NULL,
+    operation       memgov.operation_type NOT NULL,
     payload         jsonb       NOT NULL,
     status          memgov.request_status NOT NULL DEFAULT 'pending',
     requested_at    timestamptz NOT NULL DEFAULT now(),
@@ -239,7 +252,8 @@ CREATE TABLE memgov.approval_requests (
     PRIMARY KEY (request_id, org_id),
     CHECK ((status = 'pending') = (decided_at IS NULL))
 );
-COMMENT ON TABLE memgov.approval_requests IS 'Writes held until a human approves or denies them';
+COMMENT ON TABLE memgov.approval_requests IS
+    'Writes held until a human approves or denies them, and reads the policy held (a record: never replayed)';
 -- Reviewers list a tenant's open requests; the sweep expires the oldest.
 CREATE INDEX approval_requests_pending_idx
     ON memgov.approval_requests (org_id, requested_at) WHERE status = 'pending';
@@ -254,11 +268,12 @@ CREATE POLICY tenant_isolation ON memgov.approval_requests
     USING (org_id = (SELECT memgov.session_tenant()));
 CREATE POLICY admin_read ON memgov.approval_requests TO memgov_admin USING (true);
 
--- Writes diverted by a quarantine decision: full payload, never stored as memory.
+-- Writes diverted by a quarantine decision: full payload, never stored as memory
+-- (and reads the policy quarantined, as a record of what was asked).
 CREATE TABLE memgov.quarantine (
     quarantine_id   uuid        NOT NULL DEFAULT gen_random_uuid(),
     org_id          text        NOT NULL,
-    operation       memgov.write_operation NOT NULL,
+    operation       memgov.operation_type NOT NULL,
     memory_id       uuid,
     payload         jsonb       NOT NULL,
     decision        jsonb       NOT NULL,
@@ -271,7 +286,8 @@ CREATE TABLE memgov.quarantine (
     resolved_login  text,
     PRIMARY KEY (quarantine_id, org_id)
 );
-COMMENT ON TABLE memgov.quarantine IS 'Writes diverted by a quarantine decision, with their full payload';
+COMMENT ON TABLE memgov.quarantine IS
+    'Writes diverted by a quarantine decision, with their full payload, and reads it refused (a record)';
 CREATE INDEX quarantine_held_idx
     ON memgov.quarantine (org_id, quarantined_at) WHERE status = 'held';
 GRANT SELECT ON memgov.quarantine TO memgov_reviewer, memgov_admin;

@@ -161,9 +161,12 @@ $$;
 
 -- Regenerates the dispatchers from the active policy versions: decide,
 -- explain_decision, retention_rule, policy_settings (the feedback and
--- retention settings of a tenant's active version, as constants) and
+-- retention settings of a tenant's active version, as constants),
 -- retention_held (which asks for a forget decision only where the active
--- policy may hold, memgov.policy_may_hold).
+-- policy may hold, memgov.policy_may_hold), reads_governed and
+-- session_reads_governed (whether the active policy decides reads: its
+-- settings' "reads") and search_config (the
+-- tenant's text search configuration: settings' search.text_config).
 -- Runs at deploy and rollback only; the per-row path is static SQL.
 CREATE FUNCTION memgov.rebuild_dispatch()
 RETURNS void
@@ -179,6 +182,9 @@ DECLARE
     v_global_settings jsonb;
     v_global_holds boolean := false;
     v_held_apart   text[] := '{}';  -- tenants whose own policy holds where the global does not, or the reverse
+    v_global_reads boolean := false;
+    v_reads_apart  text[] := '{}';  -- tenants whose own policy governs reads where the global does not, or the reverse
+    v_configs      text := '';
     v_body       text;
     v_at         integer;
     v_version    record;
@@ -196,8 +202,12 @@ BEGIN
             v_global := v_version.function_name;
             v_global_settings := v_version.settings;
             v_global_holds := v_version.holds;
+            v_global_reads := coalesce((v_version.settings ->> 'reads')::boolean, false);
             CONTINUE;
         END IF;
+        -- a tenant's own policy decides all its settings (one it leaves out: the default)
+        v_configs := v_configs || format(E'        WHEN p_org_id = %L THEN %L::regconfig\n', v_version.org_id,
+                                         coalesce(v_version.settings -> 'search' ->> 'text_config', 'pg_catalog.simple'));
         v_settings := v_settings || format(
             E'    IF p_org_id = %L THEN\n        RETURN %L::jsonb;\n    END IF;\n',
             v_version.org_id, v_version.settings);
@@ -295,6 +305,36 @@ $body$$f$,
         v_held_apart,
         CASE WHEN v_global_holds THEN 'false' ELSE 'memgov.forget_denied_by_rule(p_item)' END,
         CASE WHEN v_global_holds THEN 'memgov.forget_denied_by_rule(p_item)' ELSE 'false' END);
+
+    -- reads_governed and search_config: SQL-standard bodies (bound at creation, whatever the
+    -- caller's search_path) that the planner inlines into row level security and the write
+    -- trigger, a constant where no tenant's policy sets them apart
+    SELECT coalesce(array_agg(v.org_id ORDER BY v.org_id COLLATE "C"), '{}') INTO v_reads_apart
+      FROM memgov.policy_versions v
+     WHERE v.active AND v.org_id <> '*'
+       AND coalesce((v.settings ->> 'reads')::boolean, false) <> v_global_reads;
+    v_body := CASE WHEN cardinality(v_reads_apart) = 0 THEN v_global_reads::text
+                   ELSE format('CASE WHEN %%s = ANY (%L::text[]) THEN %s ELSE %s END',
+                               v_reads_apart, (NOT v_global_reads)::text, v_global_reads::text) END;
+    EXECUTE format($f$
+CREATE OR REPLACE FUNCTION memgov.reads_governed(p_org_id text)
+RETURNS boolean
+LANGUAGE sql STABLE PARALLEL SAFE
+RETURN %s$f$, format(v_body, 'p_org_id'));
+    -- the same for the session's tenant, which row level security asks (a client may ask
+    -- nothing about another tenant's policy)
+    EXECUTE format($f$
+CREATE OR REPLACE FUNCTION memgov.session_reads_governed()
+RETURNS boolean
+LANGUAGE sql STABLE PARALLEL SAFE
+RETURN %s$f$, format(v_body, 'memgov.session_tenant()'));
+    EXECUTE format($f$
+CREATE OR REPLACE FUNCTION memgov.search_config(p_org_id text)
+RETURNS regconfig
+LANGUAGE sql STABLE PARALLEL SAFE
+RETURN %s$f$,
+        format(CASE WHEN v_configs = '' THEN '%2$L::regconfig' ELSE E'CASE\n%1$s        ELSE %2$L::regconfig\n    END' END,
+               v_configs, coalesce(v_global_settings -> 'search' ->> 'text_config', 'pg_catalog.simple')));
 END
 $rebuild$;
 

@@ -283,6 +283,7 @@ BEGIN
         IF NEW.retention_policy = 'confidence_based' THEN
             NEW.low_confidence_since := memgov.low_confidence_since(NEW);
         END IF;
+        NEW.search_config := memgov.search_config(NEW.org_id);
 
         v_decision := memgov.decide(NEW, 'remember', v_actor);
         IF (v_decision.action = 'allow' OR NOT v_decision.enforced)
@@ -290,6 +291,9 @@ BEGIN
             -- stored as written: one decision logged, nothing filed, nobody to tell
             NEW.decision_id := memgov.log_decision('remember', NEW.memory_id, NEW.org_id, v_actor, v_decision);
             NEW.policy_version := v_decision.policy_version;
+            IF memgov.reads_governed(NEW.org_id) THEN
+                PERFORM memgov.mark_written(NEW.memory_id, NEW.org_id, TG_OP);  -- its INSERT ... RETURNING reads it back
+            END IF;
             RETURN NEW;
         END IF;
         v_operation := 'remember';
@@ -360,6 +364,9 @@ BEGIN
         END IF;
         NEW.policy_version := v_outcome.policy_version;
         NEW.decision_id := v_outcome.decision_id;
+        IF memgov.reads_governed(NEW.org_id) THEN
+            PERFORM memgov.mark_written(NEW.memory_id, NEW.org_id, TG_OP);
+        END IF;
         RETURN NEW;
     WHEN 'deny' THEN
         IF current_setting('memgov.on_deny', true) = 'skip' THEN
@@ -374,6 +381,8 @@ BEGIN
             NEW.status := 'pending_approval';
             NEW.policy_version := v_outcome.policy_version;
             NEW.decision_id := v_outcome.decision_id;
+            -- only reviewers read pending memories: this one its writer's RETURNING too
+            PERFORM memgov.mark_written(NEW.memory_id, NEW.org_id, TG_OP);
             RETURN NEW;
         END IF;
         RETURN NULL;  -- the change waits in memgov.approval_requests; the row is untouched
@@ -395,6 +404,9 @@ AS $$
 BEGIN
     IF TG_OP = 'UPDATE' AND NEW.updated_at = OLD.updated_at THEN
         NEW.updated_at := now();
+    END IF;
+    IF TG_OP = 'INSERT' THEN
+        NEW.search_config := memgov.search_config(NEW.org_id);
     END IF;
     NEW.expires_at := memgov.expiry_of(NEW.retention_policy, NEW.created_at);
     NEW.low_confidence_since := memgov.low_confidence_since(NEW);

@@ -93,6 +93,22 @@ AS $$
         'metadata', p_item.metadata)
 $$;
 
+-- Raises MG409 for a held or quarantined read: it is a record of what was asked, which a
+-- reviewer closes (deny, purge) and never lets through afterwards; the agent asks again.
+CREATE FUNCTION memgov.check_not_read(p_operation text, p_what text, p_id uuid)
+RETURNS void
+LANGUAGE plpgsql IMMUTABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF p_operation IN ('search', 'get') THEN
+        RAISE EXCEPTION 'memgov: % % is a held %, which is never replayed', p_what, p_id, p_operation
+            USING ERRCODE = 'MG409',
+                  HINT = 'close it with memgov.deny (a request) or memgov.purge_quarantine (an entry)';
+    END IF;
+END
+$$;
+
 -- Applies a write a reviewer let through (held or quarantined), on the engine's path.
 -- p_pending: a held INSERT, whose pending row becomes active; otherwise a quarantined
 -- INSERT is stored now and never replaces an existing memory (MG409).
@@ -112,14 +128,16 @@ BEGIN
              WHERE m.memory_id = p_item.memory_id AND m.org_id = p_item.org_id
                AND m.status = 'pending_approval';
         ELSE
-            p_item.status := 'active';
-            p_item.last_confirmed_at := NULL;
-            p_item.low_confidence_since := NULL;
-            p_item.updated_at := p_item.created_at;
-            p_item.policy_version := p_policy_version;
-            p_item.decision_id := p_decision_id;
             BEGIN
-                INSERT INTO memgov.long_term_memory_items SELECT (p_item).*;
+                INSERT INTO memgov.long_term_memory_items
+                       (memory_id, org_id, project_id, agent_id, subject_id, session_id, category,
+                        fact_text, source, confidence, is_sensitive, retention_policy, context_source,
+                        metadata, status, created_at, updated_at, policy_version, decision_id)
+                VALUES (p_item.memory_id, p_item.org_id, p_item.project_id, p_item.agent_id,
+                        p_item.subject_id, p_item.session_id, p_item.category, p_item.fact_text,
+                        p_item.source, p_item.confidence, p_item.is_sensitive, p_item.retention_policy,
+                        p_item.context_source, p_item.metadata, 'active', p_item.created_at,
+                        p_item.created_at, p_policy_version, p_decision_id);
             EXCEPTION WHEN unique_violation THEN
                 RAISE EXCEPTION 'memgov: memory % exists already; the quarantined write is not applied',
                                 p_item.memory_id
@@ -159,6 +177,7 @@ DECLARE
     v_decision  memgov.decision;
     v_id        bigint;
 BEGIN
+    PERFORM memgov.check_not_read(p_request.operation, 'request', p_request.request_id);
     v_item.org_id := p_request.org_id;
     v_item.memory_id := p_request.memory_id;
     IF p_request.operation = 'remember' THEN
@@ -258,6 +277,7 @@ DECLARE
     v_item      memgov.long_term_memory_items := jsonb_populate_record(NULL::memgov.long_term_memory_items, v_entry.payload);
     v_decision  memgov.decision;
 BEGIN
+    PERFORM memgov.check_not_read(v_entry.operation, 'quarantine entry', v_entry.quarantine_id);
     PERFORM memgov.check_reviewer(v_entry.quarantined_login, v_entry.quarantined_by);
     v_item.org_id := v_entry.org_id;
     v_item.memory_id := v_entry.memory_id;

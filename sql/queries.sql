@@ -74,6 +74,16 @@ SELECT memgov.remember(%(item)s);
 -- name: forget
 SELECT memgov.forget(%(memory_id)s::uuid);
 
+-- name: search
+SELECT * FROM memgov.search(%(query)s);
+
+-- name: get
+SELECT * FROM memgov.get(%(memory_id)s::uuid);
+
+-- name: last_recall
+-- What the last memgov.search / memgov.get of this transaction decided, returned and withheld.
+SELECT coalesce(nullif(current_setting('memgov.last_recall', true), ''), '{}')::jsonb;
+
 -- name: confirm
 SELECT memgov.confirm(%(memory_id)s::uuid);
 

@@ -31,6 +31,7 @@ from ..errors import MemgovError
 from .durations import Duration, RelativeTime
 from .vocabulary import (
     DETECTOR_FIELDS,
+    READ_OPERATIONS,
     RISK_FIELDS,
     SOURCES,
     Action,
@@ -314,6 +315,20 @@ class Policy:
         for rule in self.write_rules:
             out |= rule.fields_read
         return frozenset(out)
+
+    @property
+    def governs_reads(self) -> bool:
+        """Whether the policy decides reads: one of its rules names ``search`` or ``get`` in an
+        ``operation_type`` test. A policy that names neither leaves reads as they were before
+        reads were governed: every active memory of the tenant (docs/recall.md)."""
+        for rule in self.write_rules:
+            for cond in rule.conditions:
+                if cond.field != "operation_type":
+                    continue
+                values = cond.value if isinstance(cond.value, tuple) else (cond.value,)
+                if READ_OPERATIONS & set(values):
+                    return True
+        return False
 
     @property
     def retention_fields_read(self) -> frozenset[str]:

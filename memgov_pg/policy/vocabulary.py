@@ -150,6 +150,8 @@ class FieldSpec:
 
 SOURCES: Final[tuple[str, ...]] = ("user_confirmed", "agent_extracted", "system_rule")
 OPERATION_TYPES: Final[tuple[str, ...]] = ("remember", "update", "forget", "search", "get")
+#: The operations that read memories (memgov.search, memgov.get, a direct SELECT).
+READ_OPERATIONS: Final[frozenset[str]] = frozenset({"search", "get"})
 RETENTION_POLICIES: Final[tuple[str, ...]] = (
     "permanent_until_revoked",
     "ttl_7d",

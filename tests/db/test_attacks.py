@@ -432,9 +432,15 @@ SWITCHES = {
 @pytest.mark.parametrize("who", ["writer", "admin"])
 def test_05_a_pending_memory_is_frozen_for_clients(su, writer, admin, switch, who):
     memory_id, _ = held(writer, su)
-    conn = writer if who == "writer" else admin
-    with refused(su, "MG409"):
-        conn.execute(SWITCHES[switch], {"id": memory_id})
+    if who == "admin":
+        with refused(su, "MG409"):
+            admin.execute(SWITCHES[switch], {"id": memory_id})
+    elif switch == "upsert":  # row level security refuses the conflicting row it hides
+        with refused(su, "42501", "MG409"):
+            writer.execute(SWITCHES[switch], {"id": memory_id})
+    else:  # a writer does not see pending rows: its UPDATE finds none
+        with unchanged(su, "an update of a pending memory"):
+            assert writer.execute(SWITCHES[switch], {"id": memory_id}).rowcount == 0
 
 
 @pytest.mark.parametrize("call", ["forget", "edit"])
@@ -449,8 +455,7 @@ def test_05_a_pending_memory_cannot_be_forgotten_or_edited(su, writer, reviewer,
 
 def test_05_approval_activates_what_the_reviewer_saw(su, writer, reviewer):
     memory_id, request_id = held(writer, su)
-    with pytest.raises(psycopg.Error):
-        writer.execute(SWITCHES["update_text"], {"id": memory_id})
+    assert writer.execute(SWITCHES["update_text"], {"id": memory_id}).rowcount == 0  # it cannot see the row
     payload = su.execute(
         "SELECT payload FROM memgov.approval_requests WHERE request_id = %s", (request_id,)
     ).fetchone()[0]
@@ -1208,7 +1213,7 @@ def test_14_clients_cannot_row_lock_logs_queues_or_engine_tables(su, login, logi
      "SELECT setval('memgov.decision_log_decision_id_seq', 9223372036854775807)",
      # the review queues' value lists are domains: nobody but their owner may loosen them
      "ALTER DOMAIN memgov.request_status DROP CONSTRAINT request_status_check",
-     "ALTER DOMAIN memgov.write_operation ADD CONSTRAINT open CHECK (true) NOT VALID",
+     "ALTER DOMAIN memgov.operation_type ADD CONSTRAINT open CHECK (true) NOT VALID",
      "DROP DOMAIN memgov.quarantine_status CASCADE"],
     ids=["trigger", "rule", "disable_trigger", "index", "comment", "create_table", "create_function",
          "delete", "truncate", "vacuum_full", "settings", "setval",
@@ -1243,14 +1248,19 @@ def test_14_a_writer_cannot_reference_the_memory_table_from_its_own_table(su, lo
 # session_tenant() is inlined into its callers' queries: what it calls runs as them, and
 # tells a login no more than session_tenant() itself (whether it may act in a tenant)
 SESSION_TENANT = {"memgov.session_tenant()", "memgov.binding_on()", "memgov.login_bound_to(text)"}
+# row level security's read test is inlined too: what it calls runs as the client, and
+# tells it no more than a SELECT does (whether it may read a row of its own tenant)
+READABLE = {"memgov.readable(text,uuid,memgov.long_term_memory_items)", "memgov.session_reads_governed()",
+            "memgov.get_allowed(memgov.long_term_memory_items)", "memgov.written_here(uuid)"}  # fmt: skip
+RECALL = {"memgov.search(jsonb)", "memgov.get(uuid)"}
 WRITER_API = {"memgov.remember(jsonb)", "memgov.forget(uuid)", "memgov.evaluate(jsonb,text)",
               "memgov.explain(jsonb,text)", "memgov.apply_retention(uuid)", "memgov.item_from_json(jsonb)",
-              *SESSION_TENANT}  # fmt: skip
+              *SESSION_TENANT, *READABLE, *RECALL}  # fmt: skip
 REVIEWER_API = {"memgov.approve(uuid,text)", "memgov.deny(uuid,text)", "memgov.release_quarantine(uuid)",
                 "memgov.purge_quarantine(uuid)", "memgov.confirm(uuid)", "memgov.reject(uuid)",
                 "memgov.edit(uuid,text)", "memgov.forget(uuid)", "memgov.apply_retention(uuid)",
                 "memgov.evaluate(jsonb,text)", "memgov.explain(jsonb,text)", "memgov.approval_channel()",
-                *SESSION_TENANT}  # fmt: skip
+                *SESSION_TENANT, *READABLE, *RECALL}  # fmt: skip
 # pure functions of their arguments (detectors, constructors, validators): harmless to anyone
 PURE = {"pii_candidate_pattern", "pii_pattern", "card_pattern", "secret_token_candidate_pattern",
         "secret_token_pattern", "secret_assignment_candidate_pattern", "secret_assignment_pattern",
@@ -1589,6 +1599,10 @@ def test_x_search_path_shadows_are_never_called_by_the_engine(su, login, logins,
         with refused(su, "42501"):
             insert(creator, item("allowed", org=OTHER))
         creator.execute("SELECT memgov.evaluate(%s)", (as_json(item("held")),))
+        creator.execute('SELECT * FROM memgov.search(\'{"text": "tea"}\')')
+        creator.execute("SELECT * FROM memgov.get(%s)", (stored,))
+        creator.execute("SELECT * FROM memgov.long_term_memory_items")
+        reviewer.execute("SELECT * FROM memgov.long_term_memory_items")
         creator.execute("SELECT memgov.forget(%s)", (stored,))
         reviewer.execute("SELECT memgov.approve(%s)", (request_of(su, pending),))
         reviewer.execute("SELECT memgov.confirm(%s)", (pending,))
@@ -1628,6 +1642,7 @@ def test_x_a_leaky_function_in_a_where_clause_sees_only_the_tenants_rows(
     """The classic row-security leak: a function of the client's own, in a WHERE clause,
     that reports every value it is shown. Row security must filter before it runs."""
     writer = login(logins.writer)
+    insert(writer, item("allowed"))
     held(writer, su)
     quarantined(writer, su)
     conn = login(getattr(logins, role))

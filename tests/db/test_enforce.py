@@ -185,8 +185,10 @@ def test_update_quarantined_leaves_the_row(writer, admin):
 
 def test_a_pending_memory_is_frozen(writer, admin):
     insert(writer, "HOLDME pending")
-    with raises_sqlstate("MG409"):
-        writer.execute("UPDATE memgov.long_term_memory_items SET confidence = 0.5")
+    # a writer does not see pending rows (docs/recall.md): its UPDATE reaches none
+    assert writer.execute("UPDATE memgov.long_term_memory_items SET confidence = 0.5").rowcount == 0
+    with raises_sqlstate("MG409"):  # an admin sees it, and the engine refuses the change
+        admin.execute("UPDATE memgov.long_term_memory_items SET confidence = 0.5")
     assert items(admin) == {"HOLDME pending": "pending_approval"}
 
 

@@ -55,6 +55,9 @@ def _normalised_defaults(conn: psycopg.Connection[Any], table: Table) -> dict[st
     with conn.transaction(force_rollback=True):
         for column in table.columns:
             default = column.server_default
+            if column.computed is not None:  # a generated column: its expression, as the model writes it
+                out[column.name] = str(column.computed.sqltext)
+                continue
             if not isinstance(default, DefaultClause):  # None, FetchedValue: no default in the table
                 out[column.name] = None
                 continue

@@ -216,14 +216,20 @@ def test_a_decided_request_is_a_conflict(writer: Engine, reviewer: Engine) -> No
 # -- what the ORM user sees ------------------------------------------------------------------------
 
 
-def test_a_held_orm_insert_is_stored_pending_with_its_notice(writer: Engine) -> None:
-    with Session(writer) as session:
+def test_a_held_orm_insert_is_stored_pending_with_its_notice(writer: Engine, su: psycopg.Connection[Any]) -> None:
+    """The flush's INSERT ... RETURNING reads the pending row back; after the commit only
+    reviewers see it, so the writer's object cannot be refreshed."""
+    with Session(writer, expire_on_commit=False) as session:
         item = memory("held")
         session.add(item)
-        session.commit()
+        session.flush()
         assert item.status is Status.PENDING_APPROVAL
+        session.commit()
         (noticed,) = decisions(session)
         assert noticed.action == "require_approval" and noticed.memory_id == item.memory_id
+        assert session.scalar(select(MemoryItem).where(MemoryItem.memory_id == item.memory_id)) is None
+    row = su.execute("SELECT status FROM memgov.long_term_memory_items WHERE memory_id = %s", (item.memory_id,))
+    assert row.fetchone() == ("pending_approval",)
 
 
 def test_a_quarantined_orm_insert_is_a_flush_error_the_wrapper_avoids(

@@ -1,0 +1,536 @@
+"""Governed reads (docs/recall.md), as real writer and reviewer logins: memgov.search and
+memgov.get decide, rank, withhold, log and file; row level security keeps a direct SELECT
+to what the tenant's get rules allow; under a policy that names neither search nor get,
+reads are as they were."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import uuid
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import psycopg
+import pytest
+from psycopg.types.json import Jsonb
+
+from tests.attack_helpers import (
+    ORG,
+    OTHER,
+    POLICY,
+    Logins,
+    connect_login,
+    deploy_policies,
+    deploy_policy,
+    insert,
+    item,
+    memgov_tables,
+    refused,
+    seed,
+    unchanged,
+)
+from tests.decision_cases import wipe
+
+Login = Callable[..., psycopg.Connection[Any]]
+
+# The attack policy with read rules on top (the write rules are unscoped: they decide reads too).
+READ_RULES = """
+  - id: deny-untrusted-recall
+    priority: 1
+    when:
+      - {{field: operation_type, operator: eq, value: search}}
+      - {{field: context.source, operator: eq, value: untrusted}}
+    action: deny
+    reason_codes: [UNTRUSTED_RECALL]
+  - id: hold-secret-searches
+    priority: 2
+    when:
+      - {{field: operation_type, operator: eq, value: search}}
+      - {{field: content.contains_secret, operator: eq, value: true}}
+    action: require_approval
+    reason_codes: [SECRET_SEARCH]
+  - id: withhold-sensitive
+    priority: 3
+    when:
+      - {{field: operation_type, operator: eq, value: get}}
+      - {{field: is_sensitive, operator: eq, value: true}}
+    action: deny
+    reason_codes: [SENSITIVE_RECALL]
+"""
+READ_POLICY = POLICY + READ_RULES
+
+
+@pytest.fixture
+def su(db_conn: psycopg.Connection[Any], logins: Logins) -> psycopg.Connection[Any]:
+    """Empty tables, the attack policy (reads not governed), globally and for globex."""
+    wipe(db_conn)
+    with db_conn.transaction():
+        db_conn.execute("SET LOCAL ROLE memgov_owner")
+        if "tenant_grants" in memgov_tables(db_conn):
+            db_conn.execute("DELETE FROM memgov.tenant_grants")
+    deploy_policies(db_conn)
+    return db_conn
+
+
+@pytest.fixture
+def governed(su: psycopg.Connection[Any]) -> psycopg.Connection[Any]:
+    """The attack policy with read rules, globally."""
+    deploy_policy(su, "2.0.0", READ_POLICY)
+    return su
+
+
+@pytest.fixture
+def login(memgov_dsn: str, su: psycopg.Connection[Any]) -> Iterator[Login]:
+    opened: list[psycopg.Connection[Any]] = []
+
+    def open_(role: str, org: str | None = ORG) -> psycopg.Connection[Any]:
+        conn = connect_login(memgov_dsn, role, org)
+        opened.append(conn)
+        return conn
+
+    yield open_
+    for conn in opened:
+        conn.close()
+
+
+@pytest.fixture
+def writer(login: Login, logins: Logins) -> psycopg.Connection[Any]:
+    return login(logins.writer)
+
+
+@pytest.fixture
+def reviewer(login: Login, logins: Logins) -> psycopg.Connection[Any]:
+    return login(logins.reviewer)
+
+
+def search(conn: psycopg.Connection[Any], **query: Any) -> list[dict[str, Any]]:
+    cur = conn.execute("SELECT * FROM memgov.search(%s)", (Jsonb(query),))
+    names = [c.name for c in cur.description or ()]
+    return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
+
+
+def texts(rows: list[dict[str, Any]]) -> list[str]:
+    return [r["fact_text"] for r in rows]
+
+
+def last_log(su: psycopg.Connection[Any]) -> dict[str, Any]:
+    cur = su.execute("SELECT * FROM memgov.decision_log ORDER BY decision_id DESC LIMIT 1")
+    row = cur.fetchone()
+    assert row is not None
+    return dict(zip([c.name for c in cur.description or ()], row, strict=True))
+
+
+def visible(conn: psycopg.Connection[Any]) -> set[str]:
+    return {r[0] for r in conn.execute("SELECT fact_text FROM memgov.long_term_memory_items").fetchall()}
+
+
+def notices(conn: psycopg.Connection[Any]) -> list[tuple[str | None, dict[str, Any]]]:
+    """The (SQLSTATE, detail) of each notice the connection receives from now on (a
+    Diagnostic is only readable inside the handler)."""
+    got: list[tuple[str | None, dict[str, Any]]] = []
+    conn.add_notice_handler(lambda n: got.append((n.sqlstate, json.loads(n.message_detail or "{}"))))
+    return got
+
+
+# -- reads that no rule governs --------------------------------------------------------------
+
+
+def test_search_ranks_the_tenants_active_memories_and_logs_a_fingerprint(su, writer):
+    seed(su, fact_text="prefers green tea in the morning", confidence="0.9")
+    seed(su, fact_text="green tea, green tea, always green tea", confidence="0.5")
+    seed(su, fact_text="drinks coffee", confidence="0.9")
+    seed(su, org=OTHER, fact_text="globex drinks green tea")
+    insert(writer, item("held", fact_text="likes green tea a bit"))  # pending: never recalled
+    seed(
+        su,
+        fact_text="old green tea habit",
+        retention_policy="ttl_7d",
+        created_at=dt.datetime.now(dt.UTC) - dt.timedelta(days=8),
+    )  # expired
+
+    rows = search(writer, text="green tea")
+    assert sorted(texts(rows)) == ["green tea, green tea, always green tea", "prefers green tea in the morning"]
+    assert rows[0]["score"] >= rows[1]["score"] > 0
+    assert all(r["org_id"] == ORG for r in rows)
+    log = last_log(su)
+    assert (log["operation"], log["action"], log["reason_codes"]) == ("search", "allow", ["READS_NOT_GOVERNED"])
+    assert (log["returned"], log["withheld"], log["memory_id"]) == (2, 0, None)
+    assert len(log["query_fingerprint"]) == 64 and "green" not in json.dumps(log, default=str)
+    # the same query, the same fingerprint; another query, another
+    search(writer, text="green tea")
+    assert last_log(su)["query_fingerprint"] == log["query_fingerprint"]
+    search(writer, text="coffee")
+    assert last_log(su)["query_fingerprint"] != log["query_fingerprint"]
+
+
+def test_score_weighs_confidence_and_freshness(su, writer):
+    confident = seed(su, fact_text="uses rust", confidence="1.0")
+    unsure = seed(su, fact_text="uses rust", confidence="0.2")
+    sixty_days_ago = dt.datetime.now(dt.UTC) - dt.timedelta(days=60)
+    stale = seed(su, fact_text="uses rust", confidence="1.0", created_at=sixty_days_ago, updated_at=sixty_days_ago)
+    rows = search(writer, text="rust")
+    assert [r["memory_id"] for r in rows] == [confident, unsure, stale]
+    # 30 days halve a score, confidence 0.2 weighs 0.6, 60 days a quarter
+    assert rows[1]["score"] == pytest.approx(rows[0]["score"] * 0.6, rel=1e-3)
+    assert rows[2]["score"] == pytest.approx(rows[0]["score"] * 0.25, rel=1e-3)
+
+
+def test_filters_apply_only_when_the_query_names_them(su, writer):
+    seed(su, fact_text="a", project_id="atlas", agent_id="bot", category="user_fact", confidence="0.9")
+    seed(su, fact_text="b", project_id="atlas", category="preference", confidence="0.3")
+    seed(su, fact_text="c", project_id="zeus", context_source="mcp", confidence="0.5")
+    assert sorted(texts(search(writer))) == ["a", "b", "c"]
+    assert sorted(texts(search(writer, project_id="atlas"))) == ["a", "b"]
+    assert texts(search(writer, project_id="atlas", agent_id="bot")) == ["a"]
+    assert texts(search(writer, categories=["preference"])) == ["b"]
+    assert sorted(texts(search(writer, categories="user_fact"))) == ["a", "c"]
+    assert sorted(texts(search(writer, min_confidence=0.5))) == ["a", "c"]
+    # context_source is the channel the recall comes from: the decision reads it, no filter
+    assert sorted(texts(search(writer, context_source="mcp"))) == ["a", "b", "c"]
+    assert len(search(writer, limit=2)) == 2
+    assert search(writer, text="?!") == []  # no word to match: nothing
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        {"txt": "tea"},
+        {"limit": 0},
+        {"limit": 1001},
+        {"limit": 2.5},
+        {"categories": []},
+        {"categories": [1]},
+        {"min_confidence": 2},
+        {"project_id": 7},
+        ["text"],
+    ],
+)
+def test_a_malformed_query_is_22023_and_changes_nothing(su, writer, query):
+    with refused(su, "22023"):
+        writer.execute("SELECT * FROM memgov.search(%s)", (Jsonb(query),))
+
+
+def test_a_recall_needs_the_sessions_tenant(su, login, logins):
+    conn = login(logins.writer, None)
+    with refused(su, "42501"):
+        conn.execute("SELECT * FROM memgov.search('{}')")
+    with refused(su, "42501"):
+        conn.execute("SELECT * FROM memgov.get(%s)", (uuid.uuid4(),))
+
+
+def test_get_returns_one_active_memory_of_the_tenant_and_logs_it(su, writer):
+    mine = seed(su, fact_text="likes green tea")
+    theirs = seed(su, org=OTHER, fact_text="globex secret plan")
+    row = writer.execute("SELECT memory_id, fact_text, score FROM memgov.get(%s)", (mine,)).fetchall()
+    assert row == [(mine, "likes green tea", None)]
+    log = last_log(su)
+    assert (log["operation"], log["memory_id"], log["returned"], log["withheld"]) == ("get", mine, 1, 0)
+    with unchanged(su, "a get of another tenant's memory"):
+        assert writer.execute("SELECT * FROM memgov.get(%s)", (theirs,)).fetchall() == []
+        assert writer.execute("SELECT * FROM memgov.get(%s)", (uuid.uuid4(),)).fetchall() == []
+
+
+def test_without_read_rules_a_select_shows_active_rows_and_pending_ones_to_reviewers(su, writer, reviewer):
+    seed(su, fact_text="likes green tea")
+    seed(su, fact_text="is sensitive", is_sensitive=True)
+    row = insert(writer, item("held")).fetchone()  # the writer's own RETURNING reads its pending row
+    assert row is not None and row[1] == "pending_approval"
+    assert visible(writer) == {"likes green tea", "is sensitive"}
+    assert visible(reviewer) == {"likes green tea", "is sensitive", "likes tea"}
+    # recall never returns pending rows, not even to a reviewer
+    assert texts(search(writer, text="tea")) == texts(search(reviewer, text="tea")) == ["likes green tea"]
+
+
+# -- reads a policy governs ------------------------------------------------------------------
+
+
+def test_a_get_rule_withholds_a_row_from_search_get_and_select(governed, writer, reviewer):
+    su = governed
+    plain = seed(su, fact_text="likes green tea")
+    sensitive = seed(su, fact_text="green tea for the ulcer", is_sensitive=True)
+    rows = search(writer, text="green tea")
+    assert [r["memory_id"] for r in rows] == [plain]
+    log = last_log(su)
+    assert (log["action"], log["returned"], log["withheld"], log["policy_version"]) == ("allow", 1, 1, "2.0.0")
+    assert visible(writer) == {"likes green tea"} and visible(reviewer) == {"likes green tea"}
+    with refused(su, "MG403") as info:
+        writer.execute("SELECT * FROM memgov.get(%s)", (sensitive,))
+    assert "withhold-sensitive" in str(info.value)
+    assert json.loads(info.value.diag.message_detail or "{}")["reason_codes"] == ["SENSITIVE_RECALL"]
+
+
+def test_search_fills_its_limit_past_withheld_rows(governed, writer):
+    su = governed
+    for i in range(3):
+        seed(su, fact_text=f"tea note {i}", is_sensitive=True, confidence="1.0")
+    for i in range(2):
+        seed(su, fact_text=f"tea remark {i}", confidence="0.5")
+    rows = search(writer, text="tea", limit=2)
+    assert sorted(texts(rows)) == ["tea remark 0", "tea remark 1"]
+    assert (last_log(su)["returned"], last_log(su)["withheld"]) == (2, 3)
+
+
+def test_a_search_from_an_untrusted_channel_is_denied(governed, writer):
+    seed(governed, fact_text="likes green tea")
+    with refused(governed, "MG403") as info:
+        search(writer, text="tea", context_source="untrusted")
+    assert "deny-untrusted-recall" in str(info.value) and info.value.diag.message_detail
+
+
+def test_a_search_for_a_secret_is_held_filed_and_never_replayed(governed, writer, reviewer):
+    su = governed
+    seed(su, fact_text="likes green tea")
+    got = notices(writer)
+    assert search(writer, text="password: hunter2hunter2") == []
+    assert [n[0] for n in got] == ["MG203"]
+    detail = got[0][1]
+    request = su.execute(
+        "SELECT request_id, operation, payload, status, decision_id FROM memgov.approval_requests"
+    ).fetchall()
+    assert len(request) == 1 and request[0][0] == uuid.UUID(detail["request_id"])
+    assert request[0][1:4] == ("search", {"query": {"text": "password: hunter2hunter2", "limit": 20}}, "pending")
+    log = last_log(su)
+    assert (log["decision_id"], log["action"], log["matched_rule_ids"]) == (
+        request[0][4], "require_approval", ["hold-secret-searches"])  # fmt: skip
+    assert "hunter2" not in json.dumps(log, default=str)
+    with refused(su, "MG409"):
+        reviewer.execute("SELECT memgov.approve(%s)", (request[0][0],))
+    reviewer.execute("SELECT memgov.deny(%s, 'no')", (request[0][0],))
+    assert su.execute("SELECT status FROM memgov.approval_requests").fetchone() == ("denied",)
+
+
+def test_a_quarantined_read_is_filed_and_never_released(governed, writer, reviewer):
+    su = governed
+    pii = seed(su, fact_text="mail olena@example.com", context_source="custom")  # quarantine-untrusted-pii
+    got = notices(writer)
+    assert writer.execute("SELECT * FROM memgov.get(%s)", (pii,)).fetchall() == []
+    assert [n[0] for n in got] == ["MG204"]
+    entry = su.execute("SELECT quarantine_id, operation, memory_id, payload FROM memgov.quarantine").fetchall()
+    assert len(entry) == 1 and entry[0][1:] == ("get", pii, {"memory_id": str(pii)})
+    with refused(su, "MG409"):
+        reviewer.execute("SELECT memgov.release_quarantine(%s)", (entry[0][0],))
+    reviewer.execute("SELECT memgov.purge_quarantine(%s)", (entry[0][0],))
+
+
+def test_monitor_mode_returns_everything_and_counts_what_it_would_withhold(governed, writer):
+    su = governed
+    deploy_policy(su, "2.1.0", READ_POLICY.replace("mode: enforce", "mode: monitor"))
+    seed(su, fact_text="likes green tea")
+    seed(su, fact_text="green tea for the ulcer", is_sensitive=True)
+    assert len(search(writer, text="green tea")) == 2
+    log = last_log(su)
+    assert (log["enforced"], log["returned"], log["withheld"]) == (False, 2, 1)
+    assert len(visible(writer)) == 2
+    assert len(search(writer, text="tea", context_source="untrusted")) == 2  # a deny not enforced
+
+
+def test_a_writer_reads_back_its_own_write_that_its_get_rules_withhold(governed, writer):
+    row = insert(writer, item("allowed", is_sensitive=True)).fetchone()
+    assert row is not None and row[1] == "active"  # RETURNING of the INSERT itself
+    assert visible(writer) == set()  # any later statement: withheld
+    cur = writer.execute("UPDATE memgov.long_term_memory_items SET confidence = 0.8 RETURNING memory_id")
+    assert cur.fetchall() == []
+
+
+def test_a_tenant_override_without_read_rules_keeps_reads_open(governed, login, logins):
+    su = governed
+    seed(su, org=OTHER, fact_text="globex sensitive", is_sensitive=True)
+    gwriter = login(logins.gwriter, OTHER)
+    assert visible(gwriter) == {"globex sensitive"}
+    assert texts(search(gwriter)) == ["globex sensitive"]
+    assert last_log(su)["reason_codes"] == ["READS_NOT_GOVERNED"]
+
+
+def test_the_evaluated_search_item_carries_the_querys_fields(governed, writer):
+    """memgov.evaluate of a search decides what memgov.search decides."""
+    decision = writer.execute(
+        "SELECT memgov.evaluate(%s, 'search')", (Jsonb({"org_id": ORG, "fact_text": "token: ghp_" + "a" * 36}),)
+    ).fetchone()
+    assert decision is not None and decision[0]["matched_rule_ids"] == ["hold-secret-searches"]
+
+
+# -- attacks: reading around the policy ---------------------------------------------------------
+#
+# Each attack runs as a real login and must show nothing it may not read and change nothing
+# (tables, log, queues); a recall that is answered writes its own log row, so those are
+# checked by what they return.
+
+
+def copied(conn: psycopg.Connection[Any], statement: str) -> str:
+    """What a COPY ... TO STDOUT sends the client."""
+    with conn.cursor() as cur, cur.copy(statement) as copy:
+        return b"".join(bytes(chunk) for chunk in copy).decode()
+
+
+HIDDEN = "fact_text LIKE '%ulcer%' OR status = 'pending_approval'"
+# every way a client reads the table's rows: statements run in one transaction (rolled
+# back), the rows of the last one are what the path shows; COPY and get are read apart
+PATHS: dict[str, list[str]] = {
+    "select": ["SELECT * FROM memgov.long_term_memory_items"],
+    "select_where": [f"SELECT fact_text FROM memgov.long_term_memory_items WHERE {HIDDEN}"],
+    "temp_view": ["CREATE TEMP VIEW peek AS SELECT * FROM memgov.long_term_memory_items", "SELECT * FROM peek"],
+    "copy_table": ["COPY memgov.long_term_memory_items TO STDOUT"],
+    "copy_query": ["COPY (SELECT * FROM memgov.long_term_memory_items) TO STDOUT"],
+    "update_returning": [
+        f"UPDATE memgov.long_term_memory_items SET confidence = confidence WHERE {HIDDEN} RETURNING *"
+    ],
+    # an UPDATE without a WHERE clause reaches rows unread: it must not reach these
+    "blind_update_then_select": [
+        "UPDATE memgov.long_term_memory_items SET confidence = 0.61",
+        "SELECT * FROM memgov.long_term_memory_items",
+    ],
+    "writable_cte": [
+        "WITH u AS (UPDATE memgov.long_term_memory_items SET confidence = 0.61 RETURNING memory_id)"
+        " SELECT m.fact_text FROM memgov.long_term_memory_items m JOIN u USING (memory_id)"
+    ],
+    # an error that only a hidden row could raise: row level security filters before it
+    "error_oracle": [
+        "SELECT count(*) FROM memgov.long_term_memory_items"
+        f" WHERE CASE WHEN {HIDDEN} THEN 1 / (length(fact_text) - length(fact_text)) ELSE 1 END = 1"
+    ],
+    "statistics": [
+        "SELECT attname, most_common_vals::text, histogram_bounds::text FROM pg_stats"
+        " WHERE schemaname = 'memgov' AND tablename = 'long_term_memory_items'"
+    ],
+    "get": ["SELECT memory_id FROM memgov.long_term_memory_items"],
+}
+
+
+def read_through(conn: psycopg.Connection[Any], path: str) -> str:
+    """What ``path`` shows the client, as text."""
+    statements = PATHS[path]
+    if path.startswith("copy"):
+        return copied(conn, statements[0])
+    if path == "get":  # every id the client can find, through memgov.get
+        ids = [r[0] for r in conn.execute(statements[0]).fetchall()]
+        return repr([conn.execute("SELECT * FROM memgov.get(%s)", (i,)).fetchall() for i in ids])
+    return in_transaction(conn, statements)
+
+
+def in_transaction(conn: psycopg.Connection[Any], statements: list[str]) -> str:
+    """The last statement's rows, the statements run in one transaction, rolled back."""
+    conn.execute("BEGIN")
+    try:
+        for statement in statements:
+            cur = conn.execute(statement)
+        return repr(cur.fetchall())
+    finally:
+        conn.execute("ROLLBACK")
+
+
+def hidden_rows(su: psycopg.Connection[Any], writer: psycopg.Connection[Any]) -> tuple[uuid.UUID, uuid.UUID]:
+    """A sensitive memory (withheld where reads are governed) and a pending one, both of
+    acme, as committed rows the writer did not just write; ANALYZE fills pg_stats."""
+    sensitive = seed(su, fact_text="green tea for the ulcer", is_sensitive=True)
+    row = insert(writer, item("held")).fetchone()
+    assert row is not None and row[1] == "pending_approval"
+    su.execute("ANALYZE memgov.long_term_memory_items")
+    return sensitive, row[0]
+
+
+@pytest.mark.parametrize("path", sorted(PATHS))
+def test_a_pending_or_withheld_row_is_read_through_no_path(governed, writer, path):
+    su = governed
+    seed(su, org=OTHER, fact_text="globex ulcer notes")  # another tenant's: never read either
+    hidden_rows(su, writer)
+    with unchanged(su, path):
+        shown = read_through(writer, path)
+    for secret in ("ulcer", "likes tea", "pending_approval"):
+        assert secret not in shown, f"{path} showed {secret!r}: {shown[:300]}"
+
+
+@pytest.mark.parametrize("path", ["select", "copy_table", "temp_view", "get"])
+def test_without_read_rules_only_pending_rows_are_hidden(su, writer, path):
+    sensitive, _ = hidden_rows(su, writer)
+    shown = read_through(writer, path)
+    assert "ulcer" in shown and "likes tea" not in shown
+    assert str(sensitive) in shown or path == "get"
+
+
+def test_search_never_returns_hidden_rows(governed, writer):
+    hidden_rows(governed, writer)
+    seed(governed, org=OTHER, fact_text="globex green tea for the ulcer")
+    assert search(writer, text="ulcer") == [] and search(writer, text="tea") == []
+    # the sensitive memory was a candidate that its get decision withheld, the pending one none
+    assert (last_log(governed)["returned"], last_log(governed)["withheld"]) == (0, 1)
+
+
+def test_a_refused_get_tells_nothing_of_the_memory(governed, writer):
+    sensitive, pending = hidden_rows(governed, writer)
+    with refused(governed, "MG403") as info:
+        writer.execute("SELECT * FROM memgov.get(%s)", (sensitive,))
+    told = " ".join(str(x) for x in (info.value, info.value.diag.message_detail, info.value.diag.message_hint))
+    assert "ulcer" not in told and "green tea" not in told
+    with unchanged(governed, "a get of a pending memory"):
+        assert writer.execute("SELECT * FROM memgov.get(%s)", (pending,)).fetchall() == []
+
+
+def test_an_upsert_over_a_hidden_row_is_refused(governed, writer):
+    sensitive, pending = hidden_rows(governed, writer)
+    for memory_id in (sensitive, pending):
+        with refused(governed, "42501", "MG409") as info:
+            writer.execute(
+                "INSERT INTO memgov.long_term_memory_items (memory_id, org_id, category, fact_text, source, confidence)"
+                " VALUES (%s, 'acme', 'user_fact', 'x', 'agent_extracted', 0.9)"
+                " ON CONFLICT (memory_id, org_id) DO UPDATE SET confidence = 0.7 RETURNING fact_text",
+                (memory_id,),
+            )
+        assert "ulcer" not in str(info.value) and "likes tea" not in str(info.value)
+
+
+def test_a_forged_written_mark_reveals_nothing(governed, writer):
+    sensitive, pending = hidden_rows(governed, writer)
+    writer.execute("BEGIN")
+    xid = writer.execute("SELECT pg_current_xact_id()::text").fetchone()
+    assert xid is not None
+    for memory_id in (sensitive, pending):
+        for guess in (f":{xid[0]}:{memory_id}", f"{xid[0]}:{memory_id}", str(memory_id)):
+            for value in (guess, writer.execute("SELECT md5(%s)", (guess,)).fetchone()[0]):
+                writer.execute("SELECT set_config('memgov.written', %s, true)", (value,))
+                assert visible(writer) == set(), value
+    writer.execute("ROLLBACK")
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        "SELECT memgov.mark_written(%(id)s, 'acme', 'UPDATE')",
+        "SELECT memgov.row_token(%(id)s)",
+        "SELECT memgov.reads_governed('globex')",
+        "SELECT memgov.log_read('get', %(id)s, 'acme', 'x', memgov.no_policy_decision(), NULL, 1, 0)",
+        "SELECT memgov.note_recall('{}')",
+        "SELECT memgov.read_decision(memgov.item_from_json('{\"org_id\": \"acme\"}'), 'get', 'x')",
+        "SELECT memgov.query_fingerprint('{}')",
+    ],
+)
+def test_a_writer_cannot_call_the_recall_internals(governed, writer, call):
+    sensitive, _ = hidden_rows(governed, writer)
+    with refused(governed, "42501"):
+        writer.execute(call, {"id": sensitive})
+
+
+def test_another_tenants_rows_stay_unread_by_recall(su, writer):
+    theirs = seed(su, org=OTHER, fact_text="globex plans")
+    assert search(writer, text="plans") == []
+    with unchanged(su, "a get of another tenant's memory"):
+        assert writer.execute("SELECT * FROM memgov.get(%s)", (theirs,)).fetchall() == []
+        assert visible(writer) == set()
+
+
+def test_get_allowed_of_another_tenants_row_says_no(governed, writer):
+    """The row level security helper decides nothing about another tenant's policy."""
+    row = writer.execute(
+        "SELECT memgov.get_allowed(memgov.item_from_json(%s))", (Jsonb({"org_id": OTHER, "fact_text": "x"}),)
+    ).fetchone()
+    assert row == (False,)
+
+
+def test_a_bound_login_recalls_nothing_of_another_tenant(su, login, logins):
+    theirs = seed(su, org=OTHER, fact_text="globex plans")
+    su.execute("SELECT memgov.grant_tenant(%s, %s)", (logins.bound, ORG))
+    conn = login(logins.bound, OTHER)
+    with refused(su, "42501"):
+        conn.execute("SELECT * FROM memgov.search('{}')")
+    with refused(su, "42501"):
+        conn.execute("SELECT * FROM memgov.get(%s)", (theirs,))
