@@ -186,7 +186,8 @@ class CompiledPolicy:
     def settings(self) -> dict[str, Any]:
         """``memgov.policy_settings(org)``: feedback and retention hold only what the
         policy sets; SQL applies its defaults to the rest. ``reads``: whether the policy
-        decides reads (:attr:`Policy.governs_reads`)."""
+        decides reads (:attr:`Policy.governs_reads`); ``search.text_config``: the tenant's
+        text search configuration, when the policy names one."""
         p = self.policy
         return {
             "version": p.version,
@@ -196,6 +197,7 @@ class CompiledPolicy:
             "feedback": settings_json(p.feedback),
             "sources": {k: list(v) for k, v in vars(p.sources).items()},
             "retention": settings_json(p.retention),
+            "search": settings_json(p.search),
             "reads": p.governs_reads,
         }
 

@@ -166,7 +166,8 @@ $$;
 -- policy may hold, memgov.policy_may_hold), reads_governed and
 -- session_reads_governed (whether the active policy decides reads: its
 -- settings' "reads") and search_config (the
--- tenant's text search configuration: settings' search.text_config).
+-- tenant's text search configuration: settings' search.text_config; when it
+-- changes, the memories it changes for are indexed anew).
 -- Runs at deploy and rollback only; the per-row path is static SQL.
 CREATE FUNCTION memgov.rebuild_dispatch()
 RETURNS void
@@ -185,6 +186,7 @@ DECLARE
     v_global_reads boolean := false;
     v_reads_apart  text[] := '{}';  -- tenants whose own policy governs reads where the global does not, or the reverse
     v_configs      text := '';
+    v_old_configs  text;
     v_body       text;
     v_at         integer;
     v_version    record;
@@ -328,6 +330,7 @@ CREATE OR REPLACE FUNCTION memgov.session_reads_governed()
 RETURNS boolean
 LANGUAGE sql STABLE PARALLEL SAFE
 RETURN %s$f$, format(v_body, 'memgov.session_tenant()'));
+    v_old_configs := pg_get_functiondef(to_regprocedure('memgov.search_config(text)'));  -- NULL before the first
     EXECUTE format($f$
 CREATE OR REPLACE FUNCTION memgov.search_config(p_org_id text)
 RETURNS regconfig
@@ -335,6 +338,13 @@ LANGUAGE sql STABLE PARALLEL SAFE
 RETURN %s$f$,
         format(CASE WHEN v_configs = '' THEN '%2$L::regconfig' ELSE E'CASE\n%1$s        ELSE %2$L::regconfig\n    END' END,
                v_configs, coalesce(v_global_settings -> 'search' ->> 'text_config', 'pg_catalog.simple')));
+    -- a tenant whose text search configuration changed has its memories indexed anew
+    -- (search_vector follows search_config), in the deploy's transaction
+    IF v_old_configs IS DISTINCT FROM pg_get_functiondef('memgov.search_config(text)'::regprocedure) THEN
+        UPDATE memgov.long_term_memory_items m
+           SET search_config = memgov.search_config(m.org_id)
+         WHERE m.search_config <> memgov.search_config(m.org_id);
+    END IF;
 END
 $rebuild$;
 

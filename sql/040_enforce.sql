@@ -402,7 +402,8 @@ LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
-    IF TG_OP = 'UPDATE' AND NEW.updated_at = OLD.updated_at THEN
+    -- (a new text search configuration alone, from a deploy, is no change of the memory)
+    IF TG_OP = 'UPDATE' AND NEW.updated_at = OLD.updated_at AND NEW.search_config = OLD.search_config THEN
         NEW.updated_at := now();
     END IF;
     IF TG_OP = 'INSERT' THEN

@@ -22,8 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from .durations import DURATION_UNITS
-from .model import BATCH_SIZE_RANGE, FEEDBACK_BOUNDS, RiskThresholds
-from .reader import RETENTION_KEYS, RISK_THRESHOLD_KEYS, SEMVER_RE, TOP_KEYS
+from .model import BATCH_SIZE_RANGE, FEEDBACK_BOUNDS, TEXT_CONFIG_RE, RiskThresholds
+from .reader import RETENTION_KEYS, RISK_THRESHOLD_KEYS, SEARCH_KEYS, SEMVER_RE, TOP_KEYS
 from .reader_conditions import WHEN_KEYS
 from .reader_rules import RULE_KEYS
 from .vocabulary import (
@@ -219,9 +219,20 @@ def build() -> dict[str, Any]:
                 "approval_ttl": {**_ref("duration"), "description": _UNSET},
             }
         ),
+        "search": _optional_section(
+            {
+                "text_config": {
+                    "type": "string",
+                    "pattern": f"^{TEXT_CONFIG_RE.pattern}$",
+                    "default": "simple",
+                    "description": "the text search configuration of memgov.search (docs/recall.md)",
+                }
+            }
+        ),
         "rules": {"type": ["array", "null"], "items": _ref("rule")},
     }
     assert tuple(properties) == TOP_KEYS and tuple(properties["retention"]["properties"]) == RETENTION_KEYS
+    assert tuple(properties["search"]["properties"]) == SEARCH_KEYS
     rule: dict[str, Any] = {
         "id": label,
         "description": {"type": "string"},

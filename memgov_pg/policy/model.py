@@ -221,11 +221,22 @@ class Retention:
     approval_ttl: Duration | None = None
 
 
+@dataclass(frozen=True)
+class Search:
+    """``search:``; None = not set by the policy (``pg_catalog.simple`` applies)."""
+
+    text_config: str | None = None
+
+
+#: What ``search.text_config`` may name: a text search configuration, optionally schema-qualified.
+TEXT_CONFIG_RE: Final = re.compile(r"[a-z_][a-z0-9_]{0,62}(\.[a-z_][a-z0-9_]{0,62})?")
+
+
 #: The range of ``retention.batch_size``.
 BATCH_SIZE_RANGE: Final = (1, 1_000_000)
 
 
-def settings_json(settings: Feedback | Retention) -> dict[str, Any]:
+def settings_json(settings: Feedback | Retention | Search) -> dict[str, Any]:
     """The settings a policy sets, as JSON (numbers and durations as text); the
     ones it leaves out are absent, so that SQL's defaults apply."""
     out: dict[str, Any] = {}
@@ -297,6 +308,7 @@ class Policy:
     warnings: tuple[PolicyError, ...]
     description: str | None = None
     source_text: str = dataclasses.field(default="", repr=False)
+    search: Search = dataclasses.field(default_factory=Search)
 
     @property
     def write_rules(self) -> tuple[Rule, ...]:

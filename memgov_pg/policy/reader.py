@@ -24,10 +24,12 @@ from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 from .model import (
     BATCH_SIZE_RANGE,
     FEEDBACK_BOUNDS,
+    TEXT_CONFIG_RE,
     Feedback,
     Policy,
     Retention,
     RiskThresholds,
+    Search,
     SourceGrants,
 )
 from .reader_nodes import _NULL, _STR, _show
@@ -52,10 +54,13 @@ TOP_KEYS = (
     "feedback",
     "sources",
     "retention",
+    "search",
     "rules",
 )
 #: The keys of ``retention:``.
 RETENTION_KEYS = ("schedule", "batch_size", "confidence_floor", "confidence_grace", "approval_ttl")
+#: The keys of ``search:``.
+SEARCH_KEYS = ("text_config",)
 #: The keys of ``risk_thresholds:``.
 RISK_THRESHOLD_KEYS = ("low_max", "medium_max", "high_max")
 SEMVER_RE: Final = re.compile(
@@ -115,6 +120,7 @@ class PolicyReader(RuleReader):
         feedback = self.feedback(top.get("feedback"))
         sources = self.sources(top.get("sources"))
         retention = self.retention(top.get("retention"))
+        search = self.search(top.get("search"))
         rules = self.rules(top.get("rules"), root)
 
         if (
@@ -126,6 +132,7 @@ class PolicyReader(RuleReader):
             or feedback is None
             or sources is None
             or retention is None
+            or search is None
         ):
             return None
         return Policy(
@@ -142,6 +149,7 @@ class PolicyReader(RuleReader):
             warnings=(),
             description=description,
             source_text=text,
+            search=search,
         )
 
     def version(self, node: Node) -> str | None:
@@ -287,6 +295,25 @@ class PolicyReader(RuleReader):
             if name in section:
                 put(name, self.duration(section[name][1], "-", f"retention.{name}"))
         return dataclasses.replace(Retention(), **values) if ok else None
+
+    def search(self, item: tuple[ScalarNode, Node] | None) -> Search | None:
+        """``search:`` (None where not set), or None after reporting."""
+        section = self.optional_section(item, "search", SEARCH_KEYS)
+        if section is None:
+            return None
+        if "text_config" not in section:
+            return Search()
+        node = section["text_config"][1]
+        name = self.string(node, "-", "search.text_config")
+        if name is None:
+            return None
+        if not TEXT_CONFIG_RE.fullmatch(name):
+            self.error(
+                node, "-", f"search.text_config '{name}' is not a text search configuration name"
+                " (e.g. simple, english, pg_catalog.german)",
+            )  # fmt: skip
+            return None
+        return Search(text_config=name)
 
     def cron(self, node: Node) -> str | None:
         """``retention.schedule``: five pg_cron fields, spaces normalised, or None after reporting."""
