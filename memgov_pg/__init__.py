@@ -2,14 +2,14 @@
 
 The public API, importable from ``memgov_pg``: the engines (:class:`MemoryPolicyEngine`,
 :class:`SyncMemoryPolicyEngine`), their typed results (:class:`Decision`,
-:class:`FeedbackResult`, :class:`QuarantineResult`, :class:`ReviewResult`) and the
+:class:`FeedbackResult`, :class:`QuarantineResult`, :class:`Recall`, :class:`ReviewResult`) and the
 exceptions, all subclasses of :class:`MemgovError`. Importing the package loads neither
 SQLAlchemy nor Alembic: ``memgov_pg.sqlalchemy`` and ``memgov_pg.alembic_ops`` do.
 """
 
 from __future__ import annotations
 
-from .decisions import Decision, FeedbackResult, QuarantineResult, ReviewResult
+from .decisions import Decision, FeedbackResult, QuarantineResult, Recall, ReviewResult
 from .engine import Item, MemoryPolicyEngine, SyncMemoryPolicyEngine
 from .errors import (
     BusyError,
@@ -23,6 +23,9 @@ from .errors import (
     NotPermittedError,
     PolicyDeniedError,
     QuarantinedError,
+    RecallHeldError,
+    RecallQuarantinedError,
+    RecallRefusedError,
     SQLError,
     TenantRequiredError,
 )
@@ -50,6 +53,10 @@ __all__ = [
     "PolicyValidationError",
     "QuarantineResult",
     "QuarantinedError",
+    "Recall",
+    "RecallHeldError",
+    "RecallQuarantinedError",
+    "RecallRefusedError",
     "ReviewResult",
     "SQLError",
     "SyncMemoryPolicyEngine",

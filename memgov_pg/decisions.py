@@ -1,6 +1,6 @@
 """The engine's results as typed, frozen values: :class:`Decision` (a policy decision, from a
 function's result or a notice), :class:`ReviewResult` (approve / deny), :class:`FeedbackResult`
-(confirm / reject / edit) and :class:`QuarantineResult`.
+(confirm / reject / edit), :class:`QuarantineResult` and :class:`Recall` (search / get).
 
 Shared by :mod:`memgov_pg.engine` and :mod:`memgov_pg.sqlalchemy`. Each keeps the JSON it was
 read from in ``raw``; ``result["key"]`` and ``result.get("key")`` read it, as the dictionaries
@@ -10,12 +10,18 @@ these results replace did.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
-from .errors import HeldForApprovalError, PolicyDeniedError, QuarantinedError
+from .errors import (
+    HeldForApprovalError,
+    PolicyDeniedError,
+    QuarantinedError,
+    RecallHeldError,
+    RecallQuarantinedError,
+)
 
 
 class _RawAccess:
@@ -177,4 +183,37 @@ class FeedbackResult(_RawAccess):
         )
 
 
-__all__ = ["Decision", "FeedbackResult", "QuarantineResult", "ReviewResult"]
+@dataclass(frozen=True)
+class Recall:
+    """``memgov.search`` / ``memgov.get``: the memories returned (each a mapping of the
+    memory's columns and its ``score``, best first) and what the engine decided
+    (``memgov.last_recall``): the search's (or get's) decision, how many memories were
+    ``returned`` and how many a get decision ``withheld``."""
+
+    memories: tuple[Mapping[str, Any], ...]
+    decision: Decision
+    returned: int = 0
+    withheld: int = 0
+
+    @classmethod
+    def from_rows(cls, rows: Sequence[Mapping[str, Any]], outcome: Mapping[str, Any]) -> Recall:
+        """The rows a recall function returned and the outcome it left in ``memgov.last_recall``."""
+        return cls(tuple(dict(r) for r in rows), Decision.from_json(outcome),
+                   int(outcome.get("returned") or 0), int(outcome.get("withheld") or 0))  # fmt: skip
+
+    @property
+    def memory(self) -> Mapping[str, Any] | None:
+        """The one memory a get returned, else None."""
+        return self.memories[0] if self.memories else None
+
+    def raise_for(self) -> Recall:
+        """Raise RecallHeldError / RecallQuarantinedError for a refused read (a deny raised
+        PolicyDeniedError already); return the recall otherwise."""
+        if self.decision.applied == "require_approval":
+            raise RecallHeldError(dict(self.decision.raw))
+        if self.decision.applied == "quarantine":
+            raise RecallQuarantinedError(dict(self.decision.raw))
+        return self
+
+
+__all__ = ["Decision", "FeedbackResult", "QuarantineResult", "Recall", "ReviewResult"]

@@ -1,5 +1,5 @@
-"""``memgov demo``: a short story of agent writes, user feedback, approvals and
-retention, played against a real database with policies/default.yaml.
+"""``memgov demo``: a short story of agent writes, user feedback, approvals, a recall
+and retention, played against a real database with policies/default.yaml.
 
 Everything the story shows is decided by the database: the demo only sends
 the writes an agent and a user-facing application would send, each as its
@@ -126,6 +126,15 @@ def play(conn: psycopg.Connection[Any]) -> list[Step]:
         user("edit", {"memory_id": ids["name"]["memory_id"], "new_text": "password: hunter2hunter2"})
     except psycopg.Error as exc:
         steps.append(Step("user", "edits the name to a password", f"refused [{exc.sqlstate}]; the old text stays"))
+
+    with acting_as(conn, "memgov_writer"):
+        recall = Jsonb({"text": "Olena", "project_id": "atlas"})
+        found = conn.execute(query("demo_recall"), {"query": recall}).fetchall()
+        outcome = one(conn, "last_recall", {})
+    best = f"“{found[0][0]}”" if found else "nothing"
+    steps.append(Step("agent", "recalls “Olena” (memgov.search)",
+                      f"{outcome['returned']} found, {best}; {outcome['action']}"
+                      f" [{', '.join(outcome['reason_codes'])}]"))  # fmt: skip
 
     # eight days pass for the trip (back-dated on the engine's own path), then the sweep runs
     with conn.transaction():

@@ -21,16 +21,19 @@ from typing import Any, Self
 from uuid import UUID
 
 import psycopg
+from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
-from .decisions import Decision, FeedbackResult, QuarantineResult, ReviewResult
+from .decisions import Decision, FeedbackResult, QuarantineResult, Recall, ReviewResult
 from .errors import (
     ConnectionFailed,
     HeldForApprovalError,
     MemgovError,
     PolicyDeniedError,
     QuarantinedError,
+    RecallHeldError,
+    RecallQuarantinedError,
     TenantRequiredError,
     engine_error,
 )
@@ -61,6 +64,11 @@ def _mapping(value: Any) -> Mapping[str, Any]:
 
 def _id(value: UUID | str) -> str:
     return str(value)
+
+
+def _query(query: Mapping[str, Any] | None, filters: dict[str, Any]) -> Jsonb:
+    """A recall query (docs/recall.md) from a mapping and/or keyword filters."""
+    return Jsonb({**dict(query or {}), **filters})
 
 
 class MemoryPolicyEngine:
@@ -152,6 +160,25 @@ class MemoryPolicyEngine:
     async def requires_user_confirmation(self, item: Item) -> bool:
         """True when the policy would hold ``item`` for the user's approval."""
         return (await self.evaluate(item)).action == "require_approval"
+
+    # -- reads -------------------------------------------------------------------------
+    async def _recall(self, name: str, params: dict[str, Any]) -> Recall:
+        async with self._transaction() as conn:
+            cur = conn.cursor(row_factory=dict_row)
+            rows = await (await cur.execute(query(name), params)).fetchall()
+            outcome = await (await conn.execute(query("last_recall"))).fetchone()
+        return Recall.from_rows(rows, _mapping(outcome[0] if outcome else None)).raise_for()
+
+    async def search(self, query: Mapping[str, Any] | None = None, **filters: Any) -> Recall:
+        """The tenant's memories that match a query (``text``, ``project_id``, ``categories``,
+        ``min_confidence``, ``limit`` ...: docs/recall.md), best first, as the policy allows.
+        Raises PolicyDeniedError, RecallHeldError or RecallQuarantinedError when it refuses."""
+        return await self._recall("search", {"query": _query(query, filters)})
+
+    async def get(self, memory_id: UUID | str) -> Recall:
+        """One memory (``recall.memory``; None when there is no such active memory in the
+        tenant), as the policy allows; raises like :meth:`search`."""
+        return await self._recall("get", {"memory_id": _id(memory_id)})
 
     # -- writes --------------------------------------------------------------------
     async def remember(self, item: Item, *, raise_on_hold: bool = False) -> Decision:
@@ -274,6 +301,22 @@ class SyncMemoryPolicyEngine:
         """True when the policy would hold ``item`` for the user's approval."""
         return self.evaluate(item).action == "require_approval"
 
+    # -- reads -------------------------------------------------------------------------
+    def _recall(self, name: str, params: dict[str, Any]) -> Recall:
+        with self._transaction() as conn:
+            rows = conn.cursor(row_factory=dict_row).execute(query(name), params).fetchall()
+            outcome = conn.execute(query("last_recall")).fetchone()
+        return Recall.from_rows(rows, _mapping(outcome[0] if outcome else None)).raise_for()
+
+    def search(self, query: Mapping[str, Any] | None = None, **filters: Any) -> Recall:
+        """The tenant's memories that match a query, best first, as the policy allows (see
+        :meth:`MemoryPolicyEngine.search`)."""
+        return self._recall("search", {"query": _query(query, filters)})
+
+    def get(self, memory_id: UUID | str) -> Recall:
+        """One memory, as the policy allows (see :meth:`MemoryPolicyEngine.get`)."""
+        return self._recall("get", {"memory_id": _id(memory_id)})
+
     def remember(self, item: Item, *, raise_on_hold: bool = False) -> Decision:
         """Store ``item`` as the policy decides; raises PolicyDeniedError / QuarantinedError,
         and HeldForApprovalError for a held write when ``raise_on_hold``."""
@@ -323,6 +366,9 @@ __all__ = [
     "PolicyDeniedError",
     "QuarantineResult",
     "QuarantinedError",
+    "Recall",
+    "RecallHeldError",
+    "RecallQuarantinedError",
     "ReviewResult",
     "SyncMemoryPolicyEngine",
     "TenantRequiredError",

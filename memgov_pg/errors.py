@@ -87,7 +87,7 @@ class EngineError(MemgovError):
 
 
 class PolicyDeniedError(EngineError):
-    """The active policy refused a write (SQLSTATE MG403).
+    """The active policy refused a write or a read (SQLSTATE MG403).
 
     ``decision`` is the decision as JSON (the error's DETAIL), ``rule_ids`` its
     ``matched_rule_ids`` and ``reason_codes`` its reason codes; a denial without
@@ -137,6 +137,50 @@ class HeldForApprovalError(EngineError):
         self.rule_ids: list[str] = list(decision.get("matched_rule_ids") or [])
         self.reason_codes: list[str] = list(decision.get("reason_codes") or [])
         super().__init__(f"held for approval (request {self.request_id})")
+
+
+class RecallRefusedError(EngineError):
+    """A search or get the policy refused without an error (a notice of ``memgov.search``
+    / ``memgov.get``): nothing was returned, and the read was filed (``filed_as``). The
+    base of :class:`RecallHeldError` and :class:`RecallQuarantinedError`."""
+
+    refusal: ClassVar[str]
+    filed_as: ClassVar[str]
+
+    def __init__(self, decision: Decision) -> None:
+        self.decision = decision
+        self.rule_ids: list[str] = list(decision.get("matched_rule_ids") or [])
+        self.reason_codes: list[str] = list(decision.get("reason_codes") or [])
+        rules = ", ".join(self.rule_ids) or "on_policy_miss"
+        super().__init__(f"recall {self.refusal} ({self.filed_as} {decision.get(self.filed_as)}) by rule {rules}")
+
+
+class RecallHeldError(RecallRefusedError):
+    """The active policy holds a search or get for approval (SQLSTATE MG203): the read waits
+    in memgov.approval_requests for reviewers to see (it is never replayed)."""
+
+    sqlstate = "MG203"
+    refusal = "held for approval"
+    filed_as = "request_id"
+
+    @property
+    def request_id(self) -> str | None:
+        """The approval request the read was filed as."""
+        return self.decision.get("request_id")
+
+
+class RecallQuarantinedError(RecallRefusedError):
+    """The active policy quarantines a search or get (SQLSTATE MG204): the read waits in
+    memgov.quarantine (it is never released)."""
+
+    sqlstate = "MG204"
+    refusal = "quarantined"
+    filed_as = "quarantine_id"
+
+    @property
+    def quarantine_id(self) -> str | None:
+        """The quarantine entry the read was filed as."""
+        return self.decision.get("quarantine_id")
 
 
 class NotFoundError(EngineError):
@@ -261,6 +305,9 @@ __all__ = [
     "NotPermittedError",
     "PolicyDeniedError",
     "QuarantinedError",
+    "RecallHeldError",
+    "RecallQuarantinedError",
+    "RecallRefusedError",
     "SQLError",
     "TenantRequiredError",
     "engine_error",

@@ -120,6 +120,10 @@ UPDATE memgov.long_term_memory_items
    SET created_at = created_at - interval '8 days', updated_at = updated_at - interval '8 days'
  WHERE memory_id = %(memory_id)s::uuid;
 
+-- name: demo_recall
+-- memgov demo: what the agent recalls, best first.
+SELECT fact_text, score FROM memgov.search(%(query)s);
+
 -- name: demo_last_decision
 SELECT coalesce(max(decision_id), 0) AS decision_id FROM memgov.decision_log WHERE org_id = %(org_id)s;
 

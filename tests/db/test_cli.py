@@ -103,3 +103,37 @@ def test_embedded_cluster_up_migrate_down(tmp_path):
     stopped = run_memgov("status", env=env)
     assert_one_line_error(stopped, "memgov up")
     shutil.rmtree(Path(info["datadir"]).parent, ignore_errors=True)
+
+
+def test_search_prints_what_the_policy_lets_the_login_recall(memgov_dsn, db_conn):
+    from memgov_pg.deploy import deploy
+
+    root = Path(__file__).resolve().parents[2]
+    deploy(memgov_dsn, root / "policies" / "examples" / "memproof.yaml", tenant="cli-recall")
+    with db_conn.transaction():
+        db_conn.execute("SET LOCAL ROLE memgov_owner")
+        for text, sensitive in (("walks to work", False), ("walks with a cane after surgery", True)):
+            db_conn.execute(
+                "INSERT INTO memgov.long_term_memory_items (org_id, project_id, category, fact_text, source,"
+                " confidence, is_sensitive) VALUES ('cli-recall', 'p1', 'user_fact', %s, 'agent_extracted', 0.9, %s)",
+                (text, sensitive),
+            )
+    found = run_memgov("search", "walks", "--tenant", "cli-recall", "--project", "p1", "--json", "--dsn", memgov_dsn)
+    assert found.returncode == 0, found.stderr
+    data = json.loads(found.stdout)
+    assert [m["fact_text"] for m in data["memories"]] == ["walks to work"]
+    assert (data["returned"], data["withheld"], data["decision"]["action"]) == (1, 1, "allow")
+    text = run_memgov("search", "walks", "--tenant", "cli-recall", "--project", "p1", "--dsn", memgov_dsn)
+    assert "walks to work" in text.stdout and "1 returned, 1 withheld" in text.stderr
+    denied = run_memgov("search", "walks", "--tenant", "cli-recall", "--project", "p1",
+                        "--context-source", "custom", "--dsn", memgov_dsn)  # fmt: skip
+    assert_one_line_error(denied, "deny-recall-from-untrusted")
+    assert run_memgov("search", "walks", "--dsn", memgov_dsn).returncode == 2  # --tenant is required
+    assert run_memgov("search", "--tenant", "cli-recall", "--limit", "0", "--dsn", memgov_dsn).returncode == 2
+
+
+def test_demo_plays_its_story_recall_included(memgov_dsn):
+    result = run_memgov("demo", "--dsn", memgov_dsn, env={"COLUMNS": "200"})
+    assert result.returncode == 0, result.stderr
+    for line in ("block-secrets", "recalls “Olena” (memgov.search)", "READS_NOT_GOVERNED", "runs the retention sweep"):
+        assert line in result.stdout, line

@@ -22,6 +22,8 @@ from memgov_pg.errors import (
     MemgovError,
     NotFoundError,
     NotPermittedError,
+    RecallHeldError,
+    RecallQuarantinedError,
     SQLError,
     TenantRequiredError,
 )
@@ -224,3 +226,88 @@ def test_a_pool_that_times_out_is_connection_failed(dsns):
         with pool.connection(), pytest.raises(ConnectionFailed):
             engine.evaluate(item())
         assert engine.evaluate(item()).action == "allow"
+
+
+# -- reads: search and get (docs/recall.md) -----------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def recall_org(memgov_dsn, dsns, tmp_path_factory):
+    """Tenant recall-org under the memproof example (it governs reads) plus two read rules
+    that hold a search for salaries and quarantine a get of a temporary note."""
+    source = (ROOT / "policies" / "examples" / "memproof.yaml").read_text()
+    read_rules = """rules:
+  - {id: hold-salary-searches, priority: 1, action: require_approval,
+     when: [{field: operation_type, operator: eq, value: search},
+            {field: fact_text, operator: contains, value: salary}]}
+  - {id: quarantine-scratch-gets, priority: 2, action: quarantine,
+     when: [{field: operation_type, operator: eq, value: get},
+            {field: category, operator: eq, value: temporary_context}]}
+"""
+    source = source.replace("rules:\n", read_rules, 1)
+    path = tmp_path_factory.mktemp("recall") / "recall.yaml"
+    path.write_text(source)
+    deploy(memgov_dsn, path, tenant="recall-org")
+    return "recall-org"
+
+
+def test_search_and_get_where_reads_are_not_governed(dsns):
+    with SyncMemoryPolicyEngine.connect(dsns[AGENT], org_id="acme") as agent:
+        stored = agent.remember(item(fact_text="Drinks rooibos in the evening"))
+        recall = agent.search(text="rooibos", limit=5)
+        assert [m["memory_id"] for m in recall.memories] == [stored.memory_id]
+        assert recall.memories[0]["score"] > 0 and recall.returned == 1 and recall.withheld == 0
+        assert recall.decision.reason_codes == ("READS_NOT_GOVERNED",) and recall.decision.decision_id
+        assert agent.search({"text": "rooibos"}, project_id="nope").memories == ()
+        got = agent.get(stored.memory_id)
+        assert got.memory is not None and got.memory["fact_text"] == "Drinks rooibos in the evening"
+        assert agent.get("00000000-0000-0000-0000-000000000000").memory is None
+        with pytest.raises(SQLError) as info:
+            agent.search(limit=0)
+        assert info.value.sqlstate == "22023"
+
+
+def test_search_and_get_under_read_rules(dsns, db_conn, recall_org):
+    def remember(**extra: Any) -> Decision:
+        with db_conn.transaction():  # on the engine's path: stored as written
+            db_conn.execute("SET LOCAL ROLE memgov_owner")
+            row = db_conn.execute(
+                "INSERT INTO memgov.long_term_memory_items (org_id, project_id, category, fact_text, source,"
+                " confidence, is_sensitive) VALUES (%(org_id)s, 'p1', %(category)s, %(fact_text)s,"
+                " 'agent_extracted', 0.9, %(is_sensitive)s) RETURNING memory_id",
+                {"org_id": recall_org, "category": "user_fact", "is_sensitive": False} | extra,
+            ).fetchone()
+        return row[0]
+
+    plain = remember(fact_text="Walks to work")
+    sensitive = remember(fact_text="Walks with a cane after surgery", is_sensitive=True)
+    scratch = remember(fact_text="Walks the dog at noon today", category="temporary_context")
+
+    async def scenario() -> None:
+        async with await MemoryPolicyEngine.connect(dsns[AGENT], org_id=recall_org) as agent:
+            recall = await agent.search(text="walks", project_id="p1")
+            assert {m["memory_id"] for m in recall.memories} == {plain}
+            assert (recall.returned, recall.withheld) == (1, 2)  # sensitive: denied, scratch: quarantined
+            assert recall.decision.matched_rule_ids == ("allow-recall",)
+            with pytest.raises(PolicyDeniedError) as denied:
+                await agent.get(sensitive)
+            assert denied.value.rule_ids == ["withhold-sensitive"]
+            with pytest.raises(PolicyDeniedError) as untrusted:
+                await agent.search(text="walks", project_id="p1", context_source="custom")
+            assert untrusted.value.rule_ids == ["deny-recall-from-untrusted"]
+            with pytest.raises(RecallHeldError) as held:
+                await agent.search(text="salary of the team", project_id="p1")
+            assert held.value.sqlstate == "MG203" and held.value.request_id
+            with pytest.raises(RecallQuarantinedError) as quarantined:
+                await agent.get(scratch)
+            assert quarantined.value.sqlstate == "MG204" and quarantined.value.quarantine_id
+            assert (await agent.get(plain)).memory is not None
+
+    run(scenario())
+    # the refused reads were filed (committed), for reviewers to see
+    assert db_conn.execute(
+        "SELECT operation, status FROM memgov.approval_requests WHERE org_id = %s", (recall_org,)
+    ).fetchall() == [("search", "pending")]
+    assert db_conn.execute(
+        "SELECT operation, memory_id FROM memgov.quarantine WHERE org_id = %s", (recall_org,)
+    ).fetchall() == [("get", scratch)]
