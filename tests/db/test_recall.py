@@ -534,3 +534,33 @@ def test_a_bound_login_recalls_nothing_of_another_tenant(su, login, logins):
         conn.execute("SELECT * FROM memgov.search('{}')")
     with refused(su, "42501"):
         conn.execute("SELECT * FROM memgov.get(%s)", (theirs,))
+
+
+# -- the tenant's text search configuration ----------------------------------------------------
+
+
+def test_a_tenants_text_search_configuration_stems_and_indexes_anew(su, writer):
+    running = seed(su, fact_text="went running in the park")
+    before = su.execute("SELECT updated_at FROM memgov.long_term_memory_items WHERE memory_id = %s", (running,))
+    assert search(writer, text="runs") == []  # simple: no stemming
+    deploy_policy(su, "3.0.0", POLICY + "search: {{text_config: english}}\n")
+    # the tenant's memories were indexed anew in the deploy, and did not change for it
+    row = su.execute(
+        "SELECT search_config::text, updated_at FROM memgov.long_term_memory_items WHERE memory_id = %s", (running,)
+    ).fetchone()
+    assert row == ("english", before.fetchone()[0])
+    assert [r["memory_id"] for r in search(writer, text="runs")] == [running]
+    insert(writer, item("allowed", fact_text="likes swimming"))
+    assert texts(search(writer, text="swim")) == ["likes swimming"]
+    # globex's own policy names no configuration: simple, as before
+    seed(su, org=OTHER, fact_text="went running")
+    assert su.execute(
+        "SELECT search_config::text FROM memgov.long_term_memory_items WHERE org_id = %s", (OTHER,)
+    ).fetchone() == ("simple",)
+
+
+def test_an_unknown_text_search_configuration_is_refused_at_deploy(su):
+    seed(su, fact_text="went running in the park")
+    with refused(su, "42704") as info:
+        deploy_policy(su, "3.0.0", POLICY + "search: {{text_config: klingon}}\n")
+    assert "klingon" in str(info.value)
