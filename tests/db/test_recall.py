@@ -564,3 +564,15 @@ def test_an_unknown_text_search_configuration_is_refused_at_deploy(su):
     with refused(su, "42704") as info:
         deploy_policy(su, "3.0.0", POLICY + "search: {{text_config: klingon}}\n")
     assert "klingon" in str(info.value)
+
+
+def test_a_held_read_expires_with_approval_ttl_and_deletes_nothing(governed, writer):
+    su = governed
+    kept = seed(su, fact_text="likes green tea")
+    assert search(writer, text="password: hunter2hunter2") == []  # held: hold-secret-searches
+    with su.transaction():
+        su.execute("SET LOCAL ROLE memgov_owner")
+        su.execute("UPDATE memgov.approval_requests SET requested_at = now() - interval '8 days'")
+    su.execute("CALL memgov.run_maintenance()")
+    assert su.execute("SELECT operation, status FROM memgov.approval_requests").fetchall() == [("search", "expired")]
+    assert su.execute("SELECT memory_id FROM memgov.long_term_memory_items").fetchall() == [(kept,)]
