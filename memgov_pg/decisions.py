@@ -188,18 +188,20 @@ class Recall:
     """``memgov.search`` / ``memgov.get``: the memories returned (each a mapping of the
     memory's columns and its ``score``, best first) and what the engine decided
     (``memgov.last_recall``): the search's (or get's) decision, how many memories were
-    ``returned`` and how many a get decision ``withheld``."""
+    ``returned`` and how many a get decision ``withheld`` (None for a role that cannot
+    read the decision log: an agent is not told how many rows it may not read)."""
 
     memories: tuple[Mapping[str, Any], ...]
     decision: Decision
     returned: int = 0
-    withheld: int = 0
+    withheld: int | None = None
 
     @classmethod
     def from_rows(cls, rows: Sequence[Mapping[str, Any]], outcome: Mapping[str, Any]) -> Recall:
         """The rows a recall function returned and the outcome it left in ``memgov.last_recall``."""
+        withheld = outcome.get("withheld")
         return cls(tuple(dict(r) for r in rows), Decision.from_json(outcome),
-                   int(outcome.get("returned") or 0), int(outcome.get("withheld") or 0))  # fmt: skip
+                   int(outcome.get("returned") or 0), None if withheld is None else int(withheld))  # fmt: skip
 
     @property
     def memory(self) -> Mapping[str, Any] | None:

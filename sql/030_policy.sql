@@ -163,9 +163,8 @@ $$;
 -- explain_decision, retention_rule, policy_settings (the feedback and
 -- retention settings of a tenant's active version, as constants),
 -- retention_held (which asks for a forget decision only where the active
--- policy may hold, memgov.policy_may_hold), reads_governed and
--- session_reads_governed (whether the active policy decides reads: its
--- settings' "reads") and search_config (the
+-- policy may hold, memgov.policy_may_hold), reads_governed (whether a
+-- tenant's active policy decides reads: its settings' "reads") and search_config (the
 -- tenant's text search configuration: settings' search.text_config; when it
 -- changes, the memories it changes for are indexed anew).
 -- Runs at deploy and rollback only; the per-row path is static SQL.
@@ -323,13 +322,6 @@ CREATE OR REPLACE FUNCTION memgov.reads_governed(p_org_id text)
 RETURNS boolean
 LANGUAGE sql STABLE PARALLEL SAFE
 RETURN %s$f$, format(v_body, 'p_org_id'));
-    -- the same for the session's tenant, which row level security asks (a client may ask
-    -- nothing about another tenant's policy)
-    EXECUTE format($f$
-CREATE OR REPLACE FUNCTION memgov.session_reads_governed()
-RETURNS boolean
-LANGUAGE sql STABLE PARALLEL SAFE
-RETURN %s$f$, format(v_body, 'memgov.session_tenant()'));
     v_old_configs := pg_get_functiondef(to_regprocedure('memgov.search_config(text)'));  -- NULL before the first
     EXECUTE format($f$
 CREATE OR REPLACE FUNCTION memgov.search_config(p_org_id text)

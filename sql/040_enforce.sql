@@ -261,8 +261,9 @@ BEGIN
     -- the engine's columns: whatever a client's statement said, the engine decides
     IF TG_OP = 'INSERT' THEN
         -- another tenant is refused before anything is decided, logged or filed
-        -- (row level security would see the row only after this trigger)
-        IF NEW.org_id IS DISTINCT FROM current_setting('memgov.org_id', true) THEN
+        -- (row level security would see the row only after this trigger); under tenant
+        -- binding the session's own setting may name a tenant the login is not granted
+        IF NEW.org_id IS DISTINCT FROM current_setting('memgov.org_id', true) OR memgov.binding_on() THEN
             PERFORM memgov.check_tenant(NEW.org_id);
         END IF;
         IF pg_column_size(NEW) > 1024 THEN

@@ -140,6 +140,7 @@ BEGIN
                 RAISE EXCEPTION 'memgov: limit in a recall query must be a whole number from 1 to 1000, got %', v_value
                     USING ERRCODE = '22023';
             END IF;
+            v_query := jsonb_set(v_query, '{limit}', to_jsonb(v_value::numeric::integer));  -- 5.0 is 5
         ELSIF jsonb_typeof(v_value) <> 'string' THEN
             RAISE EXCEPTION 'memgov: % in a recall query must be a string, got %', v_key, jsonb_typeof(v_value)
                 USING ERRCODE = '22023';
@@ -281,7 +282,8 @@ END
 $$;
 
 -- What the last recall of this transaction did, for clients that cannot read the log:
--- memgov.last_recall holds {"decision_id", "action", "enforced", "returned", "withheld", ...}.
+-- memgov.last_recall holds {"decision_id", "action", "enforced", "returned", "withheld", ...}
+-- ("withheld" is null for a role that cannot read the log).
 CREATE FUNCTION memgov.note_recall(p_outcome jsonb)
 RETURNS void
 LANGUAGE sql
@@ -394,8 +396,12 @@ BEGIN
 
     v_id := memgov.log_read('search', NULL, v_org_id, v_actor, v_decision, memgov.query_fingerprint(v_query),
                             v_returned, v_withheld);
+    -- how many candidates were withheld tells of rows the caller may not read (a search for
+    -- a word, or a min_confidence, per probe): only a role that reads the log is told
     PERFORM memgov.note_recall(memgov.decision_json(v_decision)
-        || jsonb_build_object('decision_id', v_id, 'returned', v_returned, 'withheld', v_withheld));
+        || jsonb_build_object('decision_id', v_id, 'returned', v_returned,
+                              'withheld', CASE WHEN pg_catalog.has_table_privilege(v_actor, 'memgov.decision_log', 'SELECT')
+                                               THEN v_withheld END));
 END
 $$;
 
@@ -446,14 +452,16 @@ $$;
 -- The mark the write trigger leaves on a row that its writer may not read back (a pending
 -- memory, or one the tenant's get rules withhold), so that the INSERT or UPDATE ...
 -- RETURNING of that very row still sees it: a digest of the database's secret, the
--- transaction and the memory, in a transaction-local setting. A client can set the
--- setting, never compute a valid value; it holds for this transaction and this row only.
+-- transaction, the tenant and the memory, in a transaction-local setting. A client can
+-- set the setting, never compute a valid value; it holds for this transaction and this
+-- row only (a memory_id written in another tenant marks nothing here).
 -- (No SET clause: the write trigger calls it under its pinned search_path.)
-CREATE FUNCTION memgov.row_token(p_memory_id uuid)
+CREATE FUNCTION memgov.row_token(p_memory_id uuid, p_org_id text)
 RETURNS text
 LANGUAGE sql STABLE
 AS $$
-    SELECT pg_catalog.md5(s.secret || ':' || pg_catalog.pg_current_xact_id_if_assigned()::text || ':' || p_memory_id::text)
+    SELECT pg_catalog.md5(s.secret || ':' || pg_catalog.pg_current_xact_id_if_assigned()::text || ':'
+                          || p_org_id || ':' || p_memory_id::text)
       FROM memgov.channel_secret s
 $$;
 
@@ -470,12 +478,12 @@ BEGIN
         SELECT FROM memgov.long_term_memory_items m WHERE m.memory_id = p_memory_id AND m.org_id = p_org_id) THEN
         RETURN;
     END IF;
-    PERFORM pg_catalog.set_config('memgov.written', memgov.row_token(p_memory_id), true);
+    PERFORM pg_catalog.set_config('memgov.written', memgov.row_token(p_memory_id, p_org_id), true);
 END
 $$;
 
--- Whether this transaction's write trigger just wrote memory p_memory_id.
-CREATE FUNCTION memgov.written_here(p_memory_id uuid)
+-- Whether this transaction's write trigger just wrote memory p_memory_id of tenant p_org_id.
+CREATE FUNCTION memgov.written_here(p_memory_id uuid, p_org_id text)
 RETURNS boolean
 LANGUAGE plpgsql STABLE
 SECURITY DEFINER
@@ -484,7 +492,7 @@ AS $$
 DECLARE
     v_mark  text := current_setting('memgov.written', true);
 BEGIN
-    RETURN coalesce(v_mark <> '' AND v_mark = memgov.row_token(p_memory_id), false);
+    RETURN coalesce(v_mark <> '' AND v_mark = memgov.row_token(p_memory_id, p_org_id), false);
 END
 $$;
 
@@ -511,18 +519,21 @@ $$;
 
 -- Whether a writer or reviewer may read a row of its tenant: pending rows are the
 -- reviewers' (and the RETURNING of the write that made one), the tenant's get rules decide
--- the others. Under a policy that does not govern reads, session_reads_governed is the
--- constant false and the test costs next to nothing. A SQL-standard body (its names bound
--- when it was created, whatever the caller's search_path), which the planner inlines into
--- the row level security policies below; p_item is read only where a get decision is
--- asked for.
-CREATE FUNCTION memgov.readable(p_status text, p_memory_id uuid, p_item memgov.long_term_memory_items)
+-- the others. Everything it asks is a function of the row (the row's tenant, not the
+-- session's setting, which a statement may change while it runs; tenant_isolation has
+-- fixed the tenant for the statement already). Under a policy that does not govern reads,
+-- reads_governed is the constant false and the test costs next to nothing. A SQL-standard
+-- body (its names bound when it was created, whatever the caller's search_path), which
+-- the planner inlines into the row level security policies below; p_item is read only
+-- where a get decision is asked for.
+CREATE FUNCTION memgov.readable(
+    p_status text, p_org_id text, p_memory_id uuid, p_item memgov.long_term_memory_items)
 RETURNS boolean
 LANGUAGE sql STABLE
 RETURN CASE WHEN p_status = 'pending_approval'
-            THEN pg_catalog.pg_has_role('memgov_reviewer', 'MEMBER') OR memgov.written_here(p_memory_id)
-            WHEN memgov.session_reads_governed()
-            THEN memgov.get_allowed(p_item) OR memgov.written_here(p_memory_id)
+            THEN pg_catalog.pg_has_role('memgov_reviewer', 'MEMBER') OR memgov.written_here(p_memory_id, p_org_id)
+            WHEN memgov.reads_governed(p_org_id)
+            THEN memgov.get_allowed(p_item) OR memgov.written_here(p_memory_id, p_org_id)
             ELSE true
        END;
 
@@ -532,21 +543,21 @@ RETURN CASE WHEN p_status = 'pending_approval'
 CREATE POLICY governed_reads ON memgov.long_term_memory_items
     AS RESTRICTIVE FOR SELECT
     TO memgov_writer, memgov_reviewer
-    USING (memgov.readable(status, memory_id, long_term_memory_items));
+    USING (memgov.readable(status, org_id, memory_id, long_term_memory_items));
 CREATE POLICY governed_updates ON memgov.long_term_memory_items
     AS RESTRICTIVE FOR UPDATE
     TO memgov_writer, memgov_reviewer
-    USING (memgov.readable(status, memory_id, long_term_memory_items))
+    USING (memgov.readable(status, org_id, memory_id, long_term_memory_items))
     WITH CHECK (true);
 
 -- Privileges: recall is every memgov role's; row level security calls readable,
--- session_reads_governed (both must be executable to be inlined), get_allowed and
--- written_here as the querying role. Everything else here is the engine's.
+-- reads_governed (both must be executable to be inlined), get_allowed and written_here
+-- as the querying role. Everything else here is the engine's.
 GRANT EXECUTE ON FUNCTION memgov.search(jsonb), memgov.get(uuid)
     TO memgov_writer, memgov_reviewer, memgov_admin;
-GRANT EXECUTE ON FUNCTION memgov.readable(text, uuid, memgov.long_term_memory_items),
-                          memgov.session_reads_governed(), memgov.get_allowed(memgov.long_term_memory_items),
-                          memgov.written_here(uuid)
+GRANT EXECUTE ON FUNCTION memgov.readable(text, text, uuid, memgov.long_term_memory_items),
+                          memgov.reads_governed(text), memgov.get_allowed(memgov.long_term_memory_items),
+                          memgov.written_here(uuid, text)
     TO memgov_writer, memgov_reviewer;
 
 RESET ROLE;

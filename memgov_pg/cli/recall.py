@@ -50,8 +50,9 @@ def _print(data: dict[str, Any]) -> None:
         click.echo(f"{memory['score']:.3f}  {memory['memory_id']}  {memory['category']:<17}  {memory['fact_text']}")
     decision = data["decision"]
     rules = ", ".join(decision.get("matched_rule_ids") or []) or ", ".join(decision.get("reason_codes") or [])
+    withheld = "" if data["withheld"] is None else f", {data['withheld']} withheld"
     click.echo(
-        f"{data['returned']} returned, {data['withheld']} withheld"
+        f"{data['returned']} returned{withheld}"
         f" (search: {decision.get('action')} by {rules or 'on_policy_miss'}, decision {decision.get('decision_id')})",
         err=True,
     )

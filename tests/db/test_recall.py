@@ -496,8 +496,7 @@ def test_a_forged_written_mark_reveals_nothing(governed, writer):
     "call",
     [
         "SELECT memgov.mark_written(%(id)s, 'acme', 'UPDATE')",
-        "SELECT memgov.row_token(%(id)s)",
-        "SELECT memgov.reads_governed('globex')",
+        "SELECT memgov.row_token(%(id)s, 'acme')",
         "SELECT memgov.log_read('get', %(id)s, 'acme', 'x', memgov.no_policy_decision(), NULL, 1, 0)",
         "SELECT memgov.note_recall('{}')",
         "SELECT memgov.read_decision(memgov.item_from_json('{\"org_id\": \"acme\"}'), 'get', 'x')",
@@ -576,3 +575,102 @@ def test_a_held_read_expires_with_approval_ttl_and_deletes_nothing(governed, wri
     su.execute("CALL memgov.run_maintenance()")
     assert su.execute("SELECT operation, status FROM memgov.approval_requests").fetchall() == [("search", "expired")]
     assert su.execute("SELECT memory_id FROM memgov.long_term_memory_items").fetchall() == [(kept,)]
+
+
+# -- attacks found by review: each was a way around the read test ------------------------------
+
+
+def test_a_mark_made_in_another_tenant_opens_nothing_here(governed, writer):
+    """The write trigger's mark names the tenant: writing a hidden row's memory_id into
+    another tenant, then reading in this one, shows nothing."""
+    sensitive, pending = hidden_rows(governed, writer)
+    for memory_id in (sensitive, pending):
+        with unchanged(governed, "a mark made in tenant zzz"):
+            writer.execute("BEGIN")
+            try:
+                writer.execute("SET LOCAL memgov.org_id = 'zzz'")
+                insert(writer, item("allowed", org="zzz", memory_id=memory_id))
+                writer.execute("SET LOCAL memgov.org_id = 'acme'")
+                shown = repr(writer.execute("SELECT * FROM memgov.long_term_memory_items").fetchall())
+                updated = writer.execute(
+                    "UPDATE memgov.long_term_memory_items SET is_sensitive = false WHERE memory_id = %s"
+                    " RETURNING fact_text", (memory_id,)).fetchall()  # fmt: skip
+            finally:
+                writer.execute("ROLLBACK")
+        assert "ulcer" not in shown and "likes tea" not in shown and updated == []
+
+
+SWITCHES_MID_STATEMENT = {
+    "target_list": [
+        "SELECT set_config('memgov.org_id', %(to)s, false), * FROM memgov.long_term_memory_items"
+    ],
+    "cursor": [
+        "DECLARE c CURSOR FOR SELECT * FROM memgov.long_term_memory_items",
+        "FETCH 1 FROM c",
+        "SELECT set_config('memgov.org_id', %(to)s, true)",
+        "FETCH ALL FROM c",
+    ],
+    "lateral_update": [
+        "UPDATE memgov.long_term_memory_items SET is_sensitive = false FROM (VALUES (1), (2)) v(i)"
+        " CROSS JOIN LATERAL (SELECT set_config('memgov.org_id', CASE WHEN v.i = 1 THEN 'acme' ELSE %(to)s END,"
+        " false)) s(x) WHERE s.x IS NOT NULL RETURNING *"
+    ],
+}
+
+
+@pytest.mark.parametrize("to", ["globex", ""])
+@pytest.mark.parametrize("attack", sorted(SWITCHES_MID_STATEMENT))
+def test_switching_the_tenant_during_a_statement_shows_nothing_more(governed, writer, attack, to):
+    """globex's own policy does not govern reads: a statement that switches to it (or to no
+    tenant) while it runs still reads acme's rows by acme's rules."""
+    seed(governed, fact_text="likes green tea")  # a visible row, scanned before the switch
+    hidden_rows(governed, writer)
+    writer.execute("BEGIN")
+    try:
+        for statement in SWITCHES_MID_STATEMENT[attack]:
+            cur = writer.execute(statement, {"to": to} if "%(to)s" in statement else None)
+        shown = repr(cur.fetchall())
+    finally:
+        writer.execute("ROLLBACK")
+        writer.execute("SET memgov.org_id = 'acme'")
+    assert "ulcer" not in shown and "likes tea" not in shown, shown[:300]
+
+
+def test_an_agent_is_not_told_how_many_rows_a_search_withheld(governed, writer, reviewer):
+    hidden_rows(governed, writer)
+    for conn, told in ((writer, None), (reviewer, 1)):
+        conn.execute("BEGIN")
+        assert search(conn, text="ulcer") == []
+        outcome = json.loads(conn.execute("SELECT current_setting('memgov.last_recall')").fetchone()[0])
+        conn.execute("COMMIT")
+        assert (outcome["returned"], outcome["withheld"]) == (0, told)
+    assert last_log(governed)["withheld"] == 1  # the log has the count, for those who read it
+
+
+def test_a_whole_limit_written_as_a_decimal_is_a_limit(su, writer):
+    for i in range(3):
+        seed(su, fact_text=f"tea {i}")
+    assert len(search(writer, text="tea", limit=2.0)) == 2
+
+
+def test_a_bound_login_is_refused_a_tenant_it_is_not_granted_before_any_decision(su, login, logins):
+    su.execute("SELECT memgov.grant_tenant(%s, %s)", (logins.bound, ORG))
+    conn = login(logins.bound, OTHER)
+    got = notices(conn)
+    with refused(su, "42501"):
+        insert(conn, item("held", org=OTHER))
+    with refused(su, "42501"):  # the setting switched inside the statement itself
+        conn.execute(
+            "INSERT INTO memgov.long_term_memory_items (org_id, category, fact_text, source, confidence)"
+            " SELECT %s, 'user_fact', 'likes tea', 'agent_extracted', 0.5"
+            " FROM (SELECT set_config('memgov.org_id', %s, false)) s", (OTHER, OTHER))  # fmt: skip
+    assert got == []  # no decision was announced either
+
+
+def test_a_writer_sees_its_pending_row_until_its_transaction_ends(su, writer):
+    writer.execute("BEGIN")
+    row = insert(writer, item("held")).fetchone()
+    assert row is not None and row[1] == "pending_approval"
+    assert visible(writer) == {"likes tea"}
+    writer.execute("COMMIT")
+    assert visible(writer) == set()
