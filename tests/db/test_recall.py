@@ -601,9 +601,7 @@ def test_a_mark_made_in_another_tenant_opens_nothing_here(governed, writer):
 
 
 SWITCHES_MID_STATEMENT = {
-    "target_list": [
-        "SELECT set_config('memgov.org_id', %(to)s, false), * FROM memgov.long_term_memory_items"
-    ],
+    "target_list": ["SELECT set_config('memgov.org_id', %(to)s, false), * FROM memgov.long_term_memory_items"],
     "cursor": [
         "DECLARE c CURSOR FOR SELECT * FROM memgov.long_term_memory_items",
         "FETCH 1 FROM c",
