@@ -45,13 +45,23 @@ def docker_dir() -> Path:
     return _find("docker")
 
 
-def shipped_policy_names() -> list[str]:
-    """Names ``memgov deploy`` accepts for the shipped policies: ``default``, ``examples/<name>``."""
+#: How a policy's unit tests are named, beside it (``default.test.yaml``: docs/policy-tests.md).
+POLICY_TEST_SUFFIX = ".test.yaml"
+
+
+def shipped_policy_files() -> list[Path]:
+    """The shipped policies (not their test files), in name order; [] when none are found."""
     try:
         base = policies_dir()
     except FileNotFoundError:
         return []
-    return sorted(p.relative_to(base).with_suffix("").as_posix() for p in base.rglob("*.yaml"))
+    return sorted(p for p in base.rglob("*.yaml") if not p.name.endswith(POLICY_TEST_SUFFIX))
+
+
+def shipped_policy_names() -> list[str]:
+    """Names ``memgov deploy`` accepts for the shipped policies: ``default``, ``examples/<name>``."""
+    base = policies_dir() if shipped_policy_files() else None
+    return [p.relative_to(base).with_suffix("").as_posix() for p in shipped_policy_files()] if base else []
 
 
 def shipped_policy(name: str) -> Path | None:

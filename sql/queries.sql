@@ -74,6 +74,11 @@ SELECT memgov.remember(%(item)s);
 -- name: forget
 SELECT memgov.forget(%(memory_id)s::uuid);
 
+-- name: memory_columns
+-- memgov test: the columns an item may name.
+SELECT attname::text FROM pg_catalog.pg_attribute
+ WHERE attrelid = 'memgov.long_term_memory_items'::regclass AND attnum > 0 AND NOT attisdropped;
+
 -- name: search
 SELECT * FROM memgov.search(%(query)s);
 

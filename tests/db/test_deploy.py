@@ -16,6 +16,7 @@ from memgov_pg.cluster import find_bindir
 from memgov_pg.compiler import compile_policy
 from memgov_pg.deploy import deploy, evaluate, rollback
 from memgov_pg.policy import load_policy
+from memgov_pg.resources import shipped_policy_files
 from tests.cli_helpers import assert_one_line_error, raises_sqlstate, run_memgov
 from tests.decision_cases import reset_policies
 
@@ -128,7 +129,7 @@ def test_compile_output_run_by_psql_deploys(memgov_dsn, db_conn):
 
 def test_compiled_functions_pass_plpgsql_check(memgov_dsn, db_conn):
     db_conn.execute("CREATE EXTENSION IF NOT EXISTS plpgsql_check")
-    for path in [DEFAULT, *sorted((ROOT / "policies" / "examples").glob("*.yaml"))]:
+    for path in shipped_policy_files():
         reset_policies(db_conn)
         compiled = compile_policy(load_policy(path.read_bytes(), filename=str(path)))
         db_conn.execute(compiled.install_sql())

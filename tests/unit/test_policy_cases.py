@@ -53,6 +53,7 @@ from memgov_pg.policy import (
     load_policy,
     validate_policy,
 )
+from memgov_pg.resources import shipped_policy_files
 
 ROOT = Path(__file__).resolve().parents[2]
 CASES_DIR = ROOT / "tests" / "cases" / "policy"
@@ -243,7 +244,7 @@ def test_every_error_is_reported_at_once() -> None:
 
 
 def _shipped_policies() -> list[Path]:
-    return sorted(p for p in POLICIES_DIR.rglob("*.yaml") if "schema" not in p.relative_to(POLICIES_DIR).parts)
+    return shipped_policy_files()
 
 
 @pytest.mark.parametrize("path", _shipped_policies(), ids=lambda p: str(p.relative_to(POLICIES_DIR)))

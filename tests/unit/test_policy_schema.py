@@ -28,6 +28,7 @@ from memgov_pg.policy.model import FEEDBACK_BOUNDS
 from memgov_pg.policy.reader import RETENTION_KEYS, TOP_KEYS
 from memgov_pg.policy.reader_conditions import WHEN_KEYS
 from memgov_pg.policy.reader_rules import RULE_KEYS
+from memgov_pg.resources import shipped_policy_files
 
 ROOT = Path(__file__).resolve().parents[2]
 POLICIES = ROOT / "policies"
@@ -47,7 +48,7 @@ def validator(schema: dict[str, Any]) -> Draft202012Validator:
 
 
 def _policy_files() -> list[Path]:
-    return sorted(p for p in POLICIES.rglob("*.yaml") if "schema" not in p.relative_to(POLICIES).parts)
+    return shipped_policy_files()
 
 
 def _jsonable(value: Any) -> Any:
