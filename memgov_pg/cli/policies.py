@@ -27,11 +27,15 @@ def print_warnings(warnings: Any) -> None:
 def validate(policies: tuple[str, ...], dsn: str | None, as_json: bool) -> None:
     """Check policy files; exit 1 with `file:line: rule-id: message` lines on errors.
 
+    Each valid policy also gets a line on which (category × source × operation)
+    combinations fall to on_policy_miss.
+
     Regular expressions are checked by PostgreSQL when a database is configured
     (--dsn, MEMGOV_DSN or `memgov up`), otherwise offline.
     """
     from ..deploy import optional_connection, pg_regex_checker, read_policy
     from ..policy import analyze_policy
+    from ..policy.coverage import coverage
 
     results: list[dict[str, Any]] = []
     with optional_connection(dsn) as conn:
@@ -45,6 +49,7 @@ def validate(policies: tuple[str, ...], dsn: str | None, as_json: bool) -> None:
                     "version": report.policy.version if report.policy else None,
                     "errors": [str(e) for e in report.errors],
                     "warnings": [str(w) for w in report.warnings],
+                    "on_policy_miss": coverage(report.policy).as_json() if report.policy else None,
                 }
             )
     if as_json:
@@ -55,6 +60,7 @@ def validate(policies: tuple[str, ...], dsn: str | None, as_json: bool) -> None:
                 click.echo(line, err=True)
             if result["ok"]:
                 click.echo(f"{result['file']}: ok (version {result['version']})")
+                click.echo(f"{result['file']}: {_miss_summary(result['on_policy_miss'])}")
     if not all(r["ok"] for r in results):
         sys.exit(ExitCode.FAILED)
 
@@ -137,6 +143,17 @@ def evaluate(item_json: str, operation: str, explain: bool, dsn: str | None, as_
             "" if not failed else f"{failed['field']} {failed['operator']} {json.dumps(failed['value'])}",
         )  # fmt: skip
     Console().print(table)
+
+
+def _miss_summary(miss: dict[str, Any]) -> str:
+    """One line: how many (category x source x operation) combinations fall to on_policy_miss."""
+    listed = [f"{m['category']}/{m['source'] or '-'}/{m['operation']}" for m in miss["always"]]
+    shown = ": " + ", ".join(listed[:5]) + (f" and {len(listed) - 5} more" if len(listed) > 5 else "") if listed else ""
+    return (
+        f"on_policy_miss ({miss['on_policy_miss']}) decides {len(listed)} of {miss['combinations']}"
+        f" category/source/operation combinations{shown}; {len(miss['may'])} more depending on"
+        " the other fields the rules read (--json lists them)"
+    )
 
 
 def _yes(value: object) -> str:
