@@ -79,10 +79,10 @@ WRITER_API: Final[tuple[str, ...]] = (
     # governed reads (docs/recall.md), and what row level security's read test calls as them
     "memgov.search(jsonb)",
     "memgov.get(uuid)",
-    "memgov.readable(text,text,uuid,memgov.long_term_memory_items)",
+    "memgov.readable(text,text,memgov.long_term_memory_items)",
     "memgov.reads_governed(text)",
     "memgov.get_allowed(memgov.long_term_memory_items)",
-    "memgov.written_here(uuid,text)",
+    "memgov.written_here(memgov.long_term_memory_items)",
 )
 #: What a reviewer calls besides: decide requests, give feedback, resolve quarantine.
 REVIEWER_API: Final[tuple[str, ...]] = (

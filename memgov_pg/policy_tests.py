@@ -4,12 +4,13 @@ A test file (``<policy>.test.yaml`` beside the policy, or named on the command l
 lists cases; each is decided by the policy under test, compiled and installed in a
 transaction that is rolled back afterwards: nothing is deployed, and nothing here
 re-implements a rule. The candidate is installed as a scratch tenant's override
-(:data:`SCRATCH_TENANT`), so that it never collides with a deployed version of the
+(:data:`SCRATCH_TENANT` and a random suffix), so that it never collides with a deployed version of the
 same number, and its compiled function decides each case on the case's own item.
 """
 
 from __future__ import annotations
 
+import secrets
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,7 +29,8 @@ from .errors import MemgovError
 from .policy import OPERATION_TYPES, load_policy
 from .resources import POLICY_TEST_SUFFIX, query
 
-#: The tenant the candidate is installed for, inside the rolled-back transaction.
+#: The tenant the candidate is installed for, inside the rolled-back transaction: this
+#: prefix and a random suffix, so that it never meets a real tenant's versions.
 SCRATCH_TENANT = "memgov-policy-test"
 CASE_KEYS = ("name", "operation", "actor", "item", "expect")
 EXPECT_KEYS = ("action", "rule_ids", "reason_codes")
@@ -156,7 +158,7 @@ def run(dsn: str, policy: str | Path, test_files: Sequence[str | Path]) -> list[
         try:
             candidate = load_policy(read_policy(policy), filename=str(policy),
                                     regex_checker=savepoint_regex_checker(conn))  # fmt: skip
-            compiled = compile_policy(candidate, SCRATCH_TENANT)
+            compiled = compile_policy(candidate, f"{SCRATCH_TENANT}-{secrets.token_hex(8)}")
             conn.execute(compiled.install_sql())
             actor = conn.execute("SELECT current_user::text").fetchone()
             assert actor is not None

@@ -293,7 +293,7 @@ BEGIN
             NEW.decision_id := memgov.log_decision('remember', NEW.memory_id, NEW.org_id, v_actor, v_decision);
             NEW.policy_version := v_decision.policy_version;
             IF memgov.reads_governed(NEW.org_id) THEN
-                PERFORM memgov.mark_written(NEW.memory_id, NEW.org_id, TG_OP);  -- its INSERT ... RETURNING reads it back
+                PERFORM memgov.mark_written(NEW, TG_OP);  -- its INSERT ... RETURNING reads it back
             END IF;
             RETURN NEW;
         END IF;
@@ -366,7 +366,7 @@ BEGIN
         NEW.policy_version := v_outcome.policy_version;
         NEW.decision_id := v_outcome.decision_id;
         IF memgov.reads_governed(NEW.org_id) THEN
-            PERFORM memgov.mark_written(NEW.memory_id, NEW.org_id, TG_OP);
+            PERFORM memgov.mark_written(NEW, TG_OP);
         END IF;
         RETURN NEW;
     WHEN 'deny' THEN
@@ -383,7 +383,7 @@ BEGIN
             NEW.policy_version := v_outcome.policy_version;
             NEW.decision_id := v_outcome.decision_id;
             -- only reviewers read pending memories: this one its writer's RETURNING too
-            PERFORM memgov.mark_written(NEW.memory_id, NEW.org_id, TG_OP);
+            PERFORM memgov.mark_written(NEW, TG_OP);
             RETURN NEW;
         END IF;
         RETURN NULL;  -- the change waits in memgov.approval_requests; the row is untouched

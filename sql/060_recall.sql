@@ -293,7 +293,7 @@ $$;
 
 -- The session tenant's memories that match a query, best first (memgov.recall_score),
 -- each allowed by a get decision. Examines candidates in score order until `limit` are
--- allowed, the matches run out, or ten times `limit` were examined.
+-- allowed or the matches run out.
 CREATE FUNCTION memgov.search(query jsonb DEFAULT '{}')
 RETURNS SETOF memgov.recalled
 LANGUAGE plpgsql
@@ -318,6 +318,7 @@ DECLARE
     v_cursor       refcursor;
     v_candidate    record;
     v_offset       integer := 0;
+    v_batch        integer;
     v_examined     integer;
     v_returned     integer := 0;
     v_withheld     integer := 0;
@@ -336,6 +337,10 @@ BEGIN
         v_text := websearch_to_tsquery(memgov.search_config(v_org_id), v_query ->> 'text');
     END IF;
 
+    -- candidates are read in batches, best first, until `limit` are allowed or the matches
+    -- run out: never fewer because of how many rows were withheld (a cap on the candidates
+    -- examined would make what a search returns tell of the rows it may not return)
+    v_batch := v_limit;
     -- a text without a word to match matches nothing
     WHILE v_text IS NULL OR numnode(v_text) > 0 LOOP
         -- two static queries, so that each keeps its plan: with a text the index finds the matches
@@ -353,7 +358,7 @@ BEGIN
                    AND (cardinality(v_categories) = 0 OR m.category = ANY (v_categories))
                    AND (v_min IS NULL OR m.confidence >= v_min)
                  ORDER BY score DESC, m.memory_id
-                 LIMIT v_limit OFFSET v_offset;
+                 LIMIT v_batch OFFSET v_offset;
         ELSE
             OPEN v_cursor FOR
                 SELECT m AS item,
@@ -370,7 +375,7 @@ BEGIN
                    AND (cardinality(v_categories) = 0 OR m.category = ANY (v_categories))
                    AND (v_min IS NULL OR m.confidence >= v_min)
                  ORDER BY score DESC, m.memory_id
-                 LIMIT v_limit OFFSET v_offset;
+                 LIMIT v_batch OFFSET v_offset;
         END IF;
         v_examined := 0;
         LOOP
@@ -391,7 +396,8 @@ BEGIN
         END LOOP;
         CLOSE v_cursor;
         v_offset := v_offset + v_examined;
-        EXIT WHEN v_returned = v_limit OR v_examined < v_limit OR v_offset >= 10 * v_limit;
+        EXIT WHEN v_returned = v_limit OR v_examined < v_batch;
+        v_batch := v_batch * 2;  -- the rows past a withheld stretch, in ever larger batches
     END LOOP;
 
     v_id := memgov.log_read('search', NULL, v_org_id, v_actor, v_decision, memgov.query_fingerprint(v_query),
@@ -452,38 +458,40 @@ $$;
 -- The mark the write trigger leaves on a row that its writer may not read back (a pending
 -- memory, or one the tenant's get rules withhold), so that the INSERT or UPDATE ...
 -- RETURNING of that very row still sees it: a digest of the database's secret, the
--- transaction, the tenant and the memory, in a transaction-local setting. A client can
--- set the setting, never compute a valid value; it holds for this transaction and this
--- row only (a memory_id written in another tenant marks nothing here).
+-- transaction, and the row version as the trigger let it through (tenant, memory_id,
+-- updated_at, fact_text), in a transaction-local setting. A client can set the setting,
+-- never compute a valid value. The mark opens that row version only: a row another
+-- session commits under the same memory_id later (after an INSERT ... ON CONFLICT DO
+-- NOTHING that lost, or one rolled back to a savepoint) has another updated_at and text.
 -- (No SET clause: the write trigger calls it under its pinned search_path.)
-CREATE FUNCTION memgov.row_token(p_memory_id uuid, p_org_id text)
+CREATE FUNCTION memgov.row_token(p_item memgov.long_term_memory_items)
 RETURNS text
 LANGUAGE sql STABLE
 AS $$
     SELECT pg_catalog.md5(s.secret || ':' || pg_catalog.pg_current_xact_id_if_assigned()::text || ':'
-                          || p_org_id || ':' || p_memory_id::text)
+                          || p_item.org_id || ':' || p_item.memory_id::text || ':' || extract(epoch FROM p_item.updated_at)::text
+                          || ':' || pg_catalog.md5(p_item.fact_text))
       FROM memgov.channel_secret s
 $$;
 
--- Marks the row a write trigger lets through. An INSERT that names the memory_id of a row
--- already there marks nothing: it is an upsert, whose ON CONFLICT DO UPDATE must find the
--- row it would change readable as it is (else an upsert would reach a row its writer may
--- not read, and RETURN it).
-CREATE FUNCTION memgov.mark_written(p_memory_id uuid, p_org_id text, p_operation text)
+-- Marks the row version a write trigger lets through (NEW, as it will be stored). An
+-- INSERT that names the memory_id of a row already there marks nothing: it is an upsert,
+-- whose ON CONFLICT DO UPDATE must find the row it would change readable as it is.
+CREATE FUNCTION memgov.mark_written(p_item memgov.long_term_memory_items, p_operation text)
 RETURNS void
 LANGUAGE plpgsql
 AS $$
 BEGIN
     IF p_operation = 'INSERT' AND EXISTS (
-        SELECT FROM memgov.long_term_memory_items m WHERE m.memory_id = p_memory_id AND m.org_id = p_org_id) THEN
+        SELECT FROM memgov.long_term_memory_items m WHERE m.memory_id = p_item.memory_id AND m.org_id = p_item.org_id) THEN
         RETURN;
     END IF;
-    PERFORM pg_catalog.set_config('memgov.written', memgov.row_token(p_memory_id, p_org_id), true);
+    PERFORM pg_catalog.set_config('memgov.written', memgov.row_token(p_item), true);
 END
 $$;
 
--- Whether this transaction's write trigger just wrote memory p_memory_id of tenant p_org_id.
-CREATE FUNCTION memgov.written_here(p_memory_id uuid, p_org_id text)
+-- Whether this row version is the one this transaction's write trigger just let through.
+CREATE FUNCTION memgov.written_here(p_item memgov.long_term_memory_items)
 RETURNS boolean
 LANGUAGE plpgsql STABLE
 SECURITY DEFINER
@@ -492,7 +500,7 @@ AS $$
 DECLARE
     v_mark  text := current_setting('memgov.written', true);
 BEGIN
-    RETURN coalesce(v_mark <> '' AND v_mark = memgov.row_token(p_memory_id, p_org_id), false);
+    RETURN coalesce(v_mark <> '' AND v_mark = memgov.row_token(p_item), false);
 END
 $$;
 
@@ -526,14 +534,13 @@ $$;
 -- body (its names bound when it was created, whatever the caller's search_path), which
 -- the planner inlines into the row level security policies below; p_item is read only
 -- where a get decision is asked for.
-CREATE FUNCTION memgov.readable(
-    p_status text, p_org_id text, p_memory_id uuid, p_item memgov.long_term_memory_items)
+CREATE FUNCTION memgov.readable(p_status text, p_org_id text, p_item memgov.long_term_memory_items)
 RETURNS boolean
 LANGUAGE sql STABLE
 RETURN CASE WHEN p_status = 'pending_approval'
-            THEN pg_catalog.pg_has_role('memgov_reviewer', 'MEMBER') OR memgov.written_here(p_memory_id, p_org_id)
+            THEN pg_catalog.pg_has_role('memgov_reviewer', 'MEMBER') OR memgov.written_here(p_item)
             WHEN memgov.reads_governed(p_org_id)
-            THEN memgov.get_allowed(p_item) OR memgov.written_here(p_memory_id, p_org_id)
+            THEN memgov.get_allowed(p_item) OR memgov.written_here(p_item)
             ELSE true
        END;
 
@@ -543,11 +550,11 @@ RETURN CASE WHEN p_status = 'pending_approval'
 CREATE POLICY governed_reads ON memgov.long_term_memory_items
     AS RESTRICTIVE FOR SELECT
     TO memgov_writer, memgov_reviewer
-    USING (memgov.readable(status, org_id, memory_id, long_term_memory_items));
+    USING (memgov.readable(status, org_id, long_term_memory_items));
 CREATE POLICY governed_updates ON memgov.long_term_memory_items
     AS RESTRICTIVE FOR UPDATE
     TO memgov_writer, memgov_reviewer
-    USING (memgov.readable(status, org_id, memory_id, long_term_memory_items))
+    USING (memgov.readable(status, org_id, long_term_memory_items))
     WITH CHECK (true);
 
 -- Privileges: recall is every memgov role's; row level security calls readable,
@@ -555,9 +562,9 @@ CREATE POLICY governed_updates ON memgov.long_term_memory_items
 -- as the querying role. Everything else here is the engine's.
 GRANT EXECUTE ON FUNCTION memgov.search(jsonb), memgov.get(uuid)
     TO memgov_writer, memgov_reviewer, memgov_admin;
-GRANT EXECUTE ON FUNCTION memgov.readable(text, text, uuid, memgov.long_term_memory_items),
+GRANT EXECUTE ON FUNCTION memgov.readable(text, text, memgov.long_term_memory_items),
                           memgov.reads_governed(text), memgov.get_allowed(memgov.long_term_memory_items),
-                          memgov.written_here(uuid, text)
+                          memgov.written_here(memgov.long_term_memory_items)
     TO memgov_writer, memgov_reviewer;
 
 RESET ROLE;

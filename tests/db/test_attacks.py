@@ -1250,8 +1250,9 @@ def test_14_a_writer_cannot_reference_the_memory_table_from_its_own_table(su, lo
 SESSION_TENANT = {"memgov.session_tenant()", "memgov.binding_on()", "memgov.login_bound_to(text)"}
 # row level security's read test is inlined too: what it calls runs as the client, and
 # tells it no more than a SELECT does (whether it may read a row of its own tenant)
-READABLE = {"memgov.readable(text,text,uuid,memgov.long_term_memory_items)", "memgov.reads_governed(text)",
-            "memgov.get_allowed(memgov.long_term_memory_items)", "memgov.written_here(uuid,text)"}  # fmt: skip
+READABLE = {"memgov.readable(text,text,memgov.long_term_memory_items)", "memgov.reads_governed(text)",
+            "memgov.get_allowed(memgov.long_term_memory_items)",
+            "memgov.written_here(memgov.long_term_memory_items)"}  # fmt: skip
 RECALL = {"memgov.search(jsonb)", "memgov.get(uuid)"}
 WRITER_API = {"memgov.remember(jsonb)", "memgov.forget(uuid)", "memgov.evaluate(jsonb,text)",
               "memgov.explain(jsonb,text)", "memgov.apply_retention(uuid)", "memgov.item_from_json(jsonb)",

@@ -138,3 +138,13 @@ def test_an_admin_login_is_told_to_connect_as_a_superuser(memgov_dsn, db_conn):
         db_conn.execute("DROP ROLE memgov_test_policy_admin")
     assert_one_line_error(result, "connect as a superuser")
     assert catalog(db_conn) == before
+
+
+def test_a_real_tenant_named_like_the_scratch_tenant_is_no_obstacle(memgov_dsn, db_conn, tmp_path):
+    from memgov_pg.policy_tests import SCRATCH_TENANT
+
+    clash = tmp_path / "clash.yaml"  # the version of memproof.yaml, other content
+    clash.write_text((ROOT / "policies" / "default.yaml").read_text().replace('version: "1.0.0"', 'version: "2.3.1"'))
+    deploy(memgov_dsn, clash, tenant=SCRATCH_TENANT)
+    result = run_memgov("test", str(ROOT / "policies" / "examples" / "memproof.yaml"), "--dsn", memgov_dsn)
+    assert result.returncode == 0, result.stdout + result.stderr

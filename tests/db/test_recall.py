@@ -7,8 +7,11 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import threading
+import time
 import uuid
 from collections.abc import Callable, Iterator
+from decimal import Decimal
 from typing import Any
 
 import psycopg
@@ -495,8 +498,8 @@ def test_a_forged_written_mark_reveals_nothing(governed, writer):
 @pytest.mark.parametrize(
     "call",
     [
-        "SELECT memgov.mark_written(%(id)s, 'acme', 'UPDATE')",
-        "SELECT memgov.row_token(%(id)s, 'acme')",
+        "SELECT memgov.mark_written(m, 'UPDATE') FROM memgov.long_term_memory_items m",
+        "SELECT memgov.row_token(m) FROM memgov.long_term_memory_items m",
         "SELECT memgov.log_read('get', %(id)s, 'acme', 'x', memgov.no_policy_decision(), NULL, 1, 0)",
         "SELECT memgov.note_recall('{}')",
         "SELECT memgov.read_decision(memgov.item_from_json('{\"org_id\": \"acme\"}'), 'get', 'x')",
@@ -672,3 +675,60 @@ def test_a_writer_sees_its_pending_row_until_its_transaction_ends(su, writer):
     assert visible(writer) == {"likes tea"}
     writer.execute("COMMIT")
     assert visible(writer) == set()
+
+
+def test_a_mark_from_an_upsert_that_lost_a_race_opens_nothing(governed, writer, memgov_dsn):
+    """An INSERT ... ON CONFLICT DO NOTHING naming the id of another session's uncommitted
+    row is marked before it waits and loses; the row that session commits is another
+    row version, and stays hidden."""
+    memory_id = uuid.uuid4()
+    shown: list[str] = []
+
+    def attacker() -> None:
+        writer.execute("BEGIN")
+        try:
+            writer.execute(
+                "INSERT INTO memgov.long_term_memory_items (memory_id, org_id, category, fact_text, source, confidence)"
+                " VALUES (%s, 'acme', 'user_fact', 'likes green tea', 'agent_extracted', 0.9) ON CONFLICT DO NOTHING",
+                (memory_id,),
+            )
+            shown.append(repr(writer.execute("SELECT * FROM memgov.long_term_memory_items").fetchall()))
+        finally:
+            writer.execute("ROLLBACK")
+
+    with psycopg.connect(memgov_dsn) as victim:
+        victim.execute("SET ROLE memgov_owner")
+        insert(victim, item("allowed", memory_id=memory_id, fact_text="walrus medical notes", is_sensitive=True))
+        thread = threading.Thread(target=attacker)
+        thread.start()
+        time.sleep(0.5)  # the attacker's INSERT waits on the uncommitted row
+        victim.commit()
+        thread.join(timeout=30)
+    assert shown and "walrus" not in shown[0], shown
+
+
+def test_a_mark_kept_from_a_rolled_back_savepoint_opens_nothing(governed, writer):
+    memory_id = uuid.uuid4()
+    writer.execute("BEGIN")
+    try:
+        writer.execute("SAVEPOINT s")
+        insert(writer, item("allowed", memory_id=memory_id))
+        token = writer.execute("SELECT current_setting('memgov.written')").fetchone()[0]
+        writer.execute("ROLLBACK TO SAVEPOINT s")
+        seed(governed, memory_id=memory_id, fact_text="otter medical notes", is_sensitive=True)  # committed apart
+        writer.execute("SELECT set_config('memgov.written', %s, true)", (token,))
+        shown = repr(writer.execute("SELECT * FROM memgov.long_term_memory_items").fetchall())
+    finally:
+        writer.execute("ROLLBACK")
+    assert "otter" not in shown
+
+
+@pytest.mark.parametrize("word", ["zebra", "giraffe"])
+def test_what_a_search_returns_tells_nothing_of_withheld_rows(governed, writer, word):
+    """Withheld rows of the writer's own ahead of a visible canary: the search still finds
+    the canary, whether or not another hidden row holds the word."""
+    seed(governed, fact_text="zebra diagnosis", is_sensitive=True)
+    for i in range(12):
+        insert(writer, item("allowed", fact_text=f"marker own hidden {i}", is_sensitive=True, confidence=Decimal("1")))
+    insert(writer, item("allowed", fact_text="marker canary", confidence=Decimal("0.75")))
+    assert texts(search(writer, text=f"marker or {word}", limit=1)) == ["marker canary"]
