@@ -1,4 +1,4 @@
-"""Helpers of the attack tests (tests/db/test_attacks.py): login roles, a policy with
+"""Helpers of the attack tests (tests/db/test_attacks.py, tests/db/test_recall.py): login roles, a policy with
 every kind of rule, and snapshots of everything memgov stores.
 
 The attacks run as real login roles (``user=<login>`` on the test cluster, which
@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 import secrets
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, fields
 from decimal import Decimal
@@ -242,6 +242,39 @@ def connect_login(dsn: str, role: str, org: str | None = ORG) -> psycopg.Connect
     if org is not None:
         conn.execute("SELECT set_config('memgov.org_id', %s, false)", (org,))
     return conn
+
+
+#: ``login(role, org='acme')``: the fixture below
+Login = Callable[..., psycopg.Connection[Any]]
+
+
+@pytest.fixture
+def login(memgov_dsn: str, su: psycopg.Connection[Any]) -> Iterator[Login]:
+    """``login(role, org='acme')``: a connection as that login role, closed after the test.
+
+    It asks for the module's own ``su`` fixture: the clean database the module attacks."""
+    opened: list[psycopg.Connection[Any]] = []
+
+    def open_(role: str, org: str | None = ORG) -> psycopg.Connection[Any]:
+        conn = connect_login(memgov_dsn, role, org)
+        opened.append(conn)
+        return conn
+
+    yield open_
+    for conn in opened:
+        conn.close()
+
+
+@pytest.fixture
+def writer(login: Login, logins: Logins) -> psycopg.Connection[Any]:
+    """The writer login, in tenant acme."""
+    return login(logins.writer)
+
+
+@pytest.fixture
+def reviewer(login: Login, logins: Logins) -> psycopg.Connection[Any]:
+    """The reviewer login, in tenant acme."""
+    return login(logins.reviewer)
 
 
 # -- snapshots -----------------------------------------------------------------------

@@ -19,7 +19,7 @@ import os
 import subprocess
 import sys
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -39,10 +39,10 @@ from tests.attack_helpers import (
     OTHER_SECRET,
     OTHER_VERSION,
     POLICY,
+    Login,
     Logins,
     as_json,
     assert_same,
-    connect_login,
     deploy_policies,
     deploy_policy,
     insert,
@@ -64,8 +64,6 @@ MEMGOV = Path(sys.executable).with_name("memgov")
 NOW = dt.datetime.now(dt.UTC)
 DAYS_AGO_10 = NOW - dt.timedelta(days=10)
 
-Login = Callable[..., psycopg.Connection[Any]]
-
 
 # -- fixtures --------------------------------------------------------------------------
 
@@ -83,31 +81,6 @@ def su(db_conn: psycopg.Connection[Any], logins: Logins) -> psycopg.Connection[A
             db_conn.execute("UPDATE memgov.settings SET value = 65536 WHERE name = 'max_fact_text_bytes'")
     deploy_policies(db_conn)
     return db_conn
-
-
-@pytest.fixture
-def login(memgov_dsn: str, su: psycopg.Connection[Any]) -> Iterator[Login]:
-    """``login(role, org='acme')``: a connection as that login role, closed after the test."""
-    opened: list[psycopg.Connection[Any]] = []
-
-    def open_(role: str, org: str | None = ORG) -> psycopg.Connection[Any]:
-        conn = connect_login(memgov_dsn, role, org)
-        opened.append(conn)
-        return conn
-
-    yield open_
-    for conn in opened:
-        conn.close()
-
-
-@pytest.fixture
-def writer(login: Login, logins: Logins) -> psycopg.Connection[Any]:
-    return login(logins.writer)
-
-
-@pytest.fixture
-def reviewer(login: Login, logins: Logins) -> psycopg.Connection[Any]:
-    return login(logins.reviewer)
 
 
 @pytest.fixture

@@ -10,7 +10,6 @@ import json
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
 from decimal import Decimal
 from typing import Any
 
@@ -23,7 +22,6 @@ from tests.attack_helpers import (
     OTHER,
     POLICY,
     Logins,
-    connect_login,
     deploy_policies,
     deploy_policy,
     insert,
@@ -34,8 +32,6 @@ from tests.attack_helpers import (
     unchanged,
 )
 from tests.decision_cases import wipe
-
-Login = Callable[..., psycopg.Connection[Any]]
 
 # The attack policy with read rules on top (the write rules are unscoped: they decide reads too).
 READ_RULES = """
@@ -81,30 +77,6 @@ def governed(su: psycopg.Connection[Any]) -> psycopg.Connection[Any]:
     """The attack policy with read rules, globally."""
     deploy_policy(su, "2.0.0", READ_POLICY)
     return su
-
-
-@pytest.fixture
-def login(memgov_dsn: str, su: psycopg.Connection[Any]) -> Iterator[Login]:
-    opened: list[psycopg.Connection[Any]] = []
-
-    def open_(role: str, org: str | None = ORG) -> psycopg.Connection[Any]:
-        conn = connect_login(memgov_dsn, role, org)
-        opened.append(conn)
-        return conn
-
-    yield open_
-    for conn in opened:
-        conn.close()
-
-
-@pytest.fixture
-def writer(login: Login, logins: Logins) -> psycopg.Connection[Any]:
-    return login(logins.writer)
-
-
-@pytest.fixture
-def reviewer(login: Login, logins: Logins) -> psycopg.Connection[Any]:
-    return login(logins.reviewer)
 
 
 def search(conn: psycopg.Connection[Any], **query: Any) -> list[dict[str, Any]]:
