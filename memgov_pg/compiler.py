@@ -222,6 +222,13 @@ class CompiledPolicy:
 
     def install_sql(self) -> str:
         """The statement `memgov deploy` runs: install and activate this version."""
+        return self._call("install_policy")
+
+    def stage_sql(self) -> str:
+        """Install this version without activating it (a shadow's or a replay's candidate)."""
+        return self._call("stage_policy")
+
+    def _call(self, function: str) -> str:
         p = self.policy
         args = [
             ("p_org_id", literal(self.org_id)),
@@ -237,7 +244,7 @@ class CompiledPolicy:
             ("p_rules", jsonb_literal(self.rule_rows())),
         ]
         body = ",\n    ".join(f"{name} => {value}" for name, value in args)
-        return f"SELECT memgov.install_policy(\n    {body});\n"
+        return f"SELECT memgov.{function}(\n    {body});\n"
 
     def script(self) -> str:
         """What `memgov compile` prints: a psql script that deploys this version."""

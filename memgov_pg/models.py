@@ -328,6 +328,7 @@ class QuarantineEntry(Base):
     memory_id: Mapped[uuid.UUID | None] = mapped_column(Uuid)
     payload: Mapped[dict[str, Any]] = mapped_column(JSONB)
     decision: Mapped[dict[str, Any]] = mapped_column(JSONB)
+    decision_id: Mapped[int | None] = mapped_column(BigInteger)
     status: Mapped[Any] = mapped_column(
         EnumText(QuarantineStatus, "quarantine_status"), server_default=_default("'held'::text")
     )

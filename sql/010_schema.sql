@@ -177,6 +177,52 @@ GRANT SELECT ON memgov.policy_activations TO memgov_admin;
 ALTER TABLE memgov.policy_activations ENABLE ROW LEVEL SECURITY;
 CREATE POLICY admin_read ON memgov.policy_activations TO memgov_admin USING (true);
 
+-- Shadow deployments (docs/changing-policies.md): a deployed version that decides every
+-- write and read of its scope (org_id; '*' = global) beside the active policy, unenforced.
+-- At most one runs per scope. An ended one is kept, with its decisions, until the next
+-- shadow of its scope starts. Only memgov's functions (as memgov_owner) write here.
+CREATE TABLE memgov.policy_shadows (
+    shadow_id   bigint       GENERATED ALWAYS AS IDENTITY,
+    org_id      text         NOT NULL,
+    version     text         NOT NULL,
+    started_at  timestamptz  NOT NULL DEFAULT now(),
+    started_by  text         NOT NULL DEFAULT session_user,
+    ended_at    timestamptz,
+    ended_by    text,
+    outcome     text         CHECK (outcome IN ('promoted', 'stopped', 'replaced')),
+    PRIMARY KEY (org_id, shadow_id),
+    CHECK ((ended_at IS NULL) = (outcome IS NULL)),
+    FOREIGN KEY (org_id, version)
+        REFERENCES memgov.policy_versions (org_id, version) ON DELETE CASCADE
+);
+COMMENT ON TABLE memgov.policy_shadows IS
+    'Candidate policy versions deciding beside the active one, unenforced (at most one running per org_id)';
+CREATE UNIQUE INDEX policy_shadows_running_idx ON memgov.policy_shadows (org_id) WHERE ended_at IS NULL;
+GRANT SELECT ON memgov.policy_shadows TO memgov_admin;
+
+-- What a shadow's candidate decided, one row per decision of the active policy it saw
+-- (decision_id: memgov.decision_log), written in the transaction of that decision. The
+-- actions are the ones applied (an unenforced decision, monitor mode: allow). No foreign
+-- key: a key check per governed write would lock the shadow's row from every writer.
+CREATE TABLE memgov.shadow_decisions (
+    shadow_id               bigint       NOT NULL,
+    decision_id             bigint       NOT NULL,
+    org_id                  text         NOT NULL,
+    operation               text         NOT NULL,
+    memory_id               uuid,
+    active_action           text         NOT NULL,
+    active_rule_ids         text[]       NOT NULL,
+    candidate_action        text         NOT NULL,
+    candidate_rule_ids      text[]       NOT NULL,
+    candidate_reason_codes  text[]       NOT NULL,
+    source                  text,        -- a replay's: where the payload came from (NULL: a live decision)
+    decided_at              timestamptz  NOT NULL DEFAULT now(),
+    PRIMARY KEY (shadow_id, org_id, decision_id)
+);
+COMMENT ON TABLE memgov.shadow_decisions IS
+    'Every decision a shadow saw: the active policy''s action and rules beside the candidate''s';
+GRANT SELECT ON memgov.shadow_decisions TO memgov_admin;
+
 -- Every decision, written in the same transaction as the write it decided.
 -- Only memgov.log_decision() inserts here (for record_write and approve_request), from a typed
 -- memgov.decision; the table carries no CHECK constraints because a row
@@ -277,6 +323,7 @@ CREATE TABLE memgov.quarantine (
     memory_id       uuid,
     payload         jsonb       NOT NULL,
     decision        jsonb       NOT NULL,
+    decision_id     bigint,     -- memgov.decision_log
     status          memgov.quarantine_status NOT NULL DEFAULT 'held',
     quarantined_at  timestamptz NOT NULL DEFAULT now(),
     quarantined_by  text        NOT NULL DEFAULT current_user,

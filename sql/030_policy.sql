@@ -93,6 +93,26 @@ AS $$
                NULL, NULL)::memgov.decision
 $$;
 
+-- The action a decision applies: its own when enforced, allow when not (monitor mode).
+CREATE FUNCTION memgov.applied_action(p_decision memgov.decision)
+RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+RETURN CASE WHEN p_decision.enforced THEN p_decision.action ELSE 'allow' END;
+
+-- Whether a decision denies by a rule (not by on_policy_miss or the mode): what holds a
+-- memory when the decision is a forget.
+CREATE FUNCTION memgov.denied_by_rule(p_decision memgov.decision)
+RETURNS boolean
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+RETURN p_decision.enforced AND p_decision.action = 'deny' AND cardinality(p_decision.matched_rule_ids) > 0;
+
+-- The decision on a read under a policy that does not govern reads (no search or get rule).
+CREATE FUNCTION memgov.ungoverned_read(p_version text, p_mode text)
+RETURNS memgov.decision
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+RETURN ROW('allow', ARRAY['READS_NOT_GOVERNED'], ARRAY[]::text[], p_version, p_mode, true,
+           NULL, NULL)::memgov.decision;
+
 -- Hands a function to memgov_policy, as whom it then runs. ALTER ... OWNER needs the new
 -- owner to hold CREATE on the schema: it holds it only for that statement.
 CREATE FUNCTION memgov.hand_to_policy_role(p_function regprocedure)
@@ -151,13 +171,86 @@ CREATE FUNCTION memgov.forget_denied_by_rule(p_item memgov.long_term_memory_item
 RETURNS boolean
 LANGUAGE plpgsql STABLE
 AS $$
-DECLARE
-    v_decision  memgov.decision := memgov.decide(p_item, 'forget', 'memgov_owner');
 BEGIN
-    RETURN v_decision.enforced AND v_decision.action = 'deny'
-           AND pg_catalog.cardinality(v_decision.matched_rule_ids) > 0;
+    RETURN memgov.denied_by_rule(memgov.decide(p_item, 'forget', 'memgov_owner'));
 END
 $$;
+
+-- Regenerates the shadow dispatchers from the running shadows (memgov.policy_shadows):
+-- shadow_of, the running shadow that sees a tenant's decisions (NULL: none; the write
+-- path's test, the constant NULL while no shadow runs), and shadow_decide, the decision of
+-- that shadow's candidate. A tenant's own shadow sees its tenant's decisions; the global
+-- shadow those of every other tenant that follows the global policy: the decisions each
+-- candidate would take once promoted. Runs whenever a shadow starts or ends, and from
+-- rebuild_dispatch (a tenant's own policy takes it out of the global shadow's sight).
+CREATE FUNCTION memgov.rebuild_shadow_dispatch()
+RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $rebuild$
+DECLARE
+    v_of           text := '';
+    v_decide       text := '';
+    v_global_id    bigint;
+    v_global_call  text := 'NULL';
+    v_own          text[] := '{}';  -- tenants that follow a policy of their own (and no shadow of theirs)
+    v_call         text;
+    v_shadow       record;
+BEGIN
+    FOR v_shadow IN
+        SELECT s.shadow_id, s.org_id, v.version, v.mode, v.function_name,
+               coalesce((v.settings ->> 'reads')::boolean, false) AS reads
+          FROM memgov.policy_shadows s
+          JOIN memgov.policy_versions v ON v.org_id = s.org_id AND v.version = s.version
+         WHERE s.ended_at IS NULL
+         ORDER BY s.org_id COLLATE "C"
+    LOOP
+        -- a candidate without read rules answers reads as the engine does for such a policy
+        v_call := format('memgov.%I(p_item, p_operation, p_actor)', v_shadow.function_name);
+        IF NOT v_shadow.reads THEN
+            v_call := format($c$CASE WHEN p_operation IN ('search', 'get') THEN memgov.ungoverned_read(%L, %L) ELSE %s END$c$,
+                             v_shadow.version, v_shadow.mode, v_call);
+        END IF;
+        IF v_shadow.org_id = '*' THEN
+            v_global_id := v_shadow.shadow_id;
+            v_global_call := v_call;
+            CONTINUE;
+        END IF;
+        v_of := v_of || format(E'        WHEN p_org_id = %L THEN %s\n', v_shadow.org_id, v_shadow.shadow_id);
+        v_decide := v_decide || format(E'    IF p_item.org_id = %L THEN\n        RETURN %s;\n    END IF;\n',
+                                       v_shadow.org_id, v_call);
+    END LOOP;
+    IF v_global_id IS NOT NULL THEN
+        SELECT coalesce(array_agg(v.org_id ORDER BY v.org_id COLLATE "C"), '{}') INTO v_own
+          FROM memgov.policy_versions v
+         WHERE v.active AND v.org_id <> '*'
+           AND NOT EXISTS (SELECT FROM memgov.policy_shadows s WHERE s.org_id = v.org_id AND s.ended_at IS NULL);
+        IF cardinality(v_own) > 0 THEN
+            v_of := v_of || format(E'        WHEN p_org_id = ANY (%L::text[]) THEN NULL\n', v_own);
+            v_decide := v_decide || format(E'    IF p_item.org_id = ANY (%L::text[]) THEN\n        RETURN NULL;\n    END IF;\n',
+                                           v_own);
+        END IF;
+    END IF;
+
+    -- a SQL-standard body that the planner inlines into the write trigger's test
+    EXECUTE format($f$
+CREATE OR REPLACE FUNCTION memgov.shadow_of(p_org_id text)
+RETURNS bigint
+LANGUAGE sql STABLE PARALLEL SAFE
+RETURN %s$f$,
+        CASE WHEN v_of = '' THEN coalesce(v_global_id::text, 'NULL') || '::bigint'
+             ELSE format(E'CASE\n%s        ELSE %s::bigint\n    END', v_of, coalesce(v_global_id::text, 'NULL')) END);
+    EXECUTE format($f$
+CREATE OR REPLACE FUNCTION memgov.shadow_decide(p_item memgov.long_term_memory_items, p_operation text, p_actor text)
+RETURNS memgov.decision
+LANGUAGE plpgsql STABLE
+AS $body$
+BEGIN
+%s    RETURN %s;
+END
+$body$$f$, v_decide, v_global_call);
+END
+$rebuild$;
 
 -- Regenerates the dispatchers from the active policy versions: decide,
 -- explain_decision, retention_rule, policy_settings (the feedback and
@@ -166,7 +259,7 @@ $$;
 -- policy may hold, memgov.policy_may_hold), reads_governed (whether a
 -- tenant's active policy decides reads: its settings' "reads") and search_config (the
 -- tenant's text search configuration: settings' search.text_config; when it
--- changes, the memories it changes for are indexed anew).
+-- changes, the memories it changes for are indexed anew), then the shadow dispatchers.
 -- Runs at deploy and rollback only; the per-row path is static SQL.
 CREATE FUNCTION memgov.rebuild_dispatch()
 RETURNS void
@@ -337,6 +430,7 @@ RETURN %s$f$,
            SET search_config = memgov.search_config(m.org_id)
          WHERE m.search_config <> memgov.search_config(m.org_id);
     END IF;
+    PERFORM memgov.rebuild_shadow_dispatch();
 END
 $rebuild$;
 
@@ -429,10 +523,11 @@ BEGIN
 END
 $$;
 
--- Installs a compiled policy (what `memgov compile` prints) and activates it, atomically.
--- The three bodies become memgov.<p_function_name>, _explain and _retention, with the
--- signatures written here; PostgreSQL, not our compiler, has the last word on each body.
-CREATE FUNCTION memgov.install_policy(
+-- Installs a compiled policy version without activating it (what a shadow deployment and
+-- a replay decide with). The three bodies become memgov.<p_function_name>, _explain and
+-- _retention, with the signatures written here; PostgreSQL, not our compiler, has the
+-- last word on each body. A version deployed before with the same content is left as it is.
+CREATE FUNCTION memgov.stage_policy(
     p_org_id          text,
     p_version         text,
     p_sha256          text,
@@ -472,7 +567,7 @@ BEGIN
                 USING ERRCODE = 'MG409',
                       HINT = 'bump `version:` in the policy file; deployed versions never change';
         END IF;
-        RETURN memgov.activate_policy(p_org_id, p_version);
+        RETURN p_version;
     END IF;
 
     FOR v_function IN
@@ -517,12 +612,37 @@ BEGIN
       FROM jsonb_to_recordset(p_rules) AS r(rule_id text, rule_key text, position integer,
            category text[], condition jsonb, action text, priority integer, reason_codes text[],
            description text);
-
-    RETURN memgov.activate_policy(p_org_id, p_version);
+    RETURN p_version;
 END
 $$;
 
--- Re-activates an earlier version (default: the one deployed before the active one).
+-- Installs a compiled policy (what `memgov compile` prints) and activates it, atomically.
+CREATE FUNCTION memgov.install_policy(
+    p_org_id          text,
+    p_version         text,
+    p_sha256          text,
+    p_mode            text,
+    p_function_name   text,
+    p_source_yaml     text,
+    p_decide_body     text,
+    p_explain_body    text,
+    p_retention_body  text,
+    p_settings        jsonb,
+    p_rules           jsonb)
+RETURNS text
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    RETURN memgov.activate_policy(p_org_id,
+        memgov.stage_policy(p_org_id, p_version, p_sha256, p_mode, p_function_name, p_source_yaml,
+                            p_decide_body, p_explain_body, p_retention_body, p_settings, p_rules));
+END
+$$;
+
+-- Re-activates an earlier version (default: the latest one deployed before the active one
+-- that was ever active).
 CREATE FUNCTION memgov.rollback_policy(p_org_id text DEFAULT '*', p_to_version text DEFAULT NULL)
 RETURNS text
 LANGUAGE plpgsql
@@ -538,6 +658,9 @@ BEGIN
           JOIN memgov.policy_versions prev
             ON prev.org_id = cur.org_id AND prev.deployed_at < cur.deployed_at
          WHERE cur.org_id = p_org_id AND cur.active
+           -- a version only ever shadowed (or replayed) was never the policy: not a target
+           AND EXISTS (SELECT FROM memgov.policy_activations a
+                        WHERE a.org_id = prev.org_id AND a.version = prev.version)
          ORDER BY prev.deployed_at DESC
          LIMIT 1;
         IF v_target IS NULL THEN
@@ -659,6 +782,7 @@ $$;
 GRANT EXECUTE ON FUNCTION
     memgov.activate_policy(text, text),
     memgov.install_policy(text, text, text, text, text, text, text, text, text, jsonb, jsonb),
+    memgov.stage_policy(text, text, text, text, text, text, text, text, text, jsonb, jsonb),
     memgov.rollback_policy(text, text),
     memgov.undeploy_policy(text, text)
     TO memgov_admin;

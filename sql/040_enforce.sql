@@ -196,9 +196,9 @@ BEGIN
         PERFORM pg_notify(memgov.approval_channel(p_item.org_id), v_outcome.request_id::text);
     ELSIF v_outcome.action = 'quarantine' THEN
         INSERT INTO memgov.quarantine
-               (org_id, operation, memory_id, payload, decision, quarantined_by, quarantined_login)
+               (org_id, operation, memory_id, payload, decision, decision_id, quarantined_by, quarantined_login)
         VALUES (p_item.org_id, p_operation, p_item.memory_id, v_payload,
-                memgov.decision_json(p_decision), p_actor, session_user)
+                memgov.decision_json(p_decision), v_outcome.decision_id, p_actor, session_user)
         RETURNING quarantine_id INTO v_outcome.quarantine_id;
     END IF;
 
@@ -252,6 +252,7 @@ DECLARE
     v_forget     memgov.decision;
     v_action     text;
     v_outcome    memgov.write_outcome;
+    v_shadow     memgov.shadow_verdict;
 BEGIN
     IF TG_TABLE_SCHEMA <> 'memgov' OR TG_TABLE_NAME <> 'long_term_memory_items' THEN
         RAISE EXCEPTION 'memgov.enforce_write() governs memgov.long_term_memory_items only'
@@ -287,11 +288,17 @@ BEGIN
         NEW.search_config := memgov.search_config(NEW.org_id);
 
         v_decision := memgov.decide(NEW, 'remember', v_actor);
+        IF memgov.shadow_of(NEW.org_id) IS NOT NULL THEN
+            v_shadow := memgov.judge_shadow('remember', NEW, NULL, v_actor);
+        END IF;
         IF (v_decision.action = 'allow' OR NOT v_decision.enforced)
            AND current_setting('memgov.capture', true) IS DISTINCT FROM 'on' THEN
             -- stored as written: one decision logged, nothing filed, nobody to tell
             NEW.decision_id := memgov.log_decision('remember', NEW.memory_id, NEW.org_id, v_actor, v_decision);
             NEW.policy_version := v_decision.policy_version;
+            IF v_shadow.shadow_id IS NOT NULL THEN
+                PERFORM memgov.record_shadow(v_shadow, 'remember', NEW, v_decision, NEW.decision_id);
+            END IF;
             IF memgov.reads_governed(NEW.org_id) THEN
                 PERFORM memgov.mark_written(NEW, TG_OP);  -- its INSERT ... RETURNING reads it back
             END IF;
@@ -329,10 +336,11 @@ BEGIN
         -- forgotten) and to one that takes it out of a hold (a legal hold is lifted by
         -- changing the policy, never by changing the memory)
         v_forget := memgov.decide(OLD, 'forget', v_actor);
-        IF memgov.shortens_life(OLD, NEW)
-           OR (v_forget.enforced AND v_forget.action = 'deny' AND cardinality(v_forget.matched_rule_ids) > 0
-               AND NOT memgov.retention_held(NEW)) THEN
+        IF memgov.shortens_life(OLD, NEW) OR (memgov.denied_by_rule(v_forget) AND NOT memgov.retention_held(NEW)) THEN
             v_decision := memgov.stricter(v_decision, v_forget);
+        END IF;
+        IF memgov.shadow_of(NEW.org_id) IS NOT NULL THEN
+            v_shadow := memgov.judge_shadow(v_operation, NEW, OLD, v_actor);
         END IF;
     ELSE
         IF OLD.status = 'pending_approval' THEN
@@ -343,6 +351,9 @@ BEGIN
         v_operation := 'forget';
         v_item := OLD;
         v_decision := memgov.decide(v_item, v_operation, v_actor);
+        IF memgov.shadow_of(OLD.org_id) IS NOT NULL THEN
+            v_shadow := memgov.judge_shadow(v_operation, OLD, NULL, v_actor);
+        END IF;
     END IF;
 
     v_action := CASE WHEN v_decision.enforced THEN v_decision.action ELSE 'allow' END;
@@ -353,6 +364,9 @@ BEGIN
     END IF;
 
     v_outcome := memgov.record_write(v_operation, v_item, v_actor, v_decision);
+    IF v_shadow.shadow_id IS NOT NULL THEN
+        PERFORM memgov.record_shadow(v_shadow, v_operation, v_item, v_decision, v_outcome.decision_id);
+    END IF;
     IF current_setting('memgov.capture', true) = 'on' THEN
         -- memgov.remember() reads the outcome of the row it inserted
         PERFORM set_config('memgov.last_outcome', v_outcome.decision::text, true);

@@ -175,6 +175,7 @@ DECLARE
                     jsonb_populate_record(NULL::memgov.long_term_memory_items, p_request.payload);
     v_row       memgov.long_term_memory_items;
     v_decision  memgov.decision;
+    v_shadow    memgov.shadow_verdict;
     v_id        bigint;
 BEGIN
     PERFORM memgov.check_not_read(p_request.operation, 'request', p_request.request_id);
@@ -196,7 +197,9 @@ BEGIN
     END IF;
 
     v_decision := memgov.decide(v_item, p_request.operation, p_request.requested_by);
+    v_shadow := memgov.judge_shadow(p_request.operation, v_item, NULL, p_request.requested_by);
     v_id := memgov.log_decision(p_request.operation, v_item.memory_id, v_item.org_id, v_actor, v_decision);
+    PERFORM memgov.record_shadow(v_shadow, p_request.operation, v_item, v_decision, v_id);
 
     IF v_decision.enforced AND v_decision.action IN ('deny', 'quarantine') THEN
         PERFORM memgov.close_request(p_request, 'denied', v_actor,

@@ -105,13 +105,16 @@ LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    v_capture  text := current_setting('memgov.capture', true);
-    v_outcome  memgov.write_outcome;
+    v_capture   text := current_setting('memgov.capture', true);
+    v_actor     text := memgov.invoker_role();
+    v_decision  memgov.decision := memgov.decide(p_item, p_operation, v_actor);
+    v_shadow    memgov.shadow_verdict := memgov.judge_shadow(p_operation, p_item, NULL, v_actor);
+    v_outcome   memgov.write_outcome;
 BEGIN
     PERFORM set_config('memgov.capture', 'on', true);
-    v_outcome := memgov.record_write(p_operation, p_item, memgov.invoker_role(),
-                                     memgov.decide(p_item, p_operation, memgov.invoker_role()));
+    v_outcome := memgov.record_write(p_operation, p_item, v_actor, v_decision);
     PERFORM set_config('memgov.capture', coalesce(v_capture, ''), true);
+    PERFORM memgov.record_shadow(v_shadow, p_operation, p_item, v_decision, v_outcome.decision_id);
     CASE v_outcome.action
     WHEN 'deny' THEN
         PERFORM memgov.raise_denied(p_operation, v_outcome);

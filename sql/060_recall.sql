@@ -183,18 +183,19 @@ BEGIN
         RETURN memgov.decide(p_item, p_operation, p_actor);
     END IF;
     v_settings := memgov.policy_settings(p_item.org_id);
-    RETURN ROW('allow', ARRAY['READS_NOT_GOVERNED'], ARRAY[]::text[], v_settings ->> 'version',
-               v_settings ->> 'mode', true, NULL, NULL)::memgov.decision;
+    RETURN memgov.ungoverned_read(v_settings ->> 'version', v_settings ->> 'mode');
 END
 $$;
 
--- Logs one decision about a read; returns its decision_id. (No SET clause: its callers pin search_path.)
+-- Logs one decision about a read of p_item (a get's memory, a search's memgov.search_item),
+-- and a shadow's verdict on it (memgov.judge_shadow); returns its decision_id. (No SET
+-- clause: its callers pin search_path.)
 CREATE FUNCTION memgov.log_read(
     p_operation    text,
-    p_memory_id    uuid,
-    p_org_id       text,
+    p_item         memgov.long_term_memory_items,
     p_actor        text,
     p_decision     memgov.decision,
+    p_shadow       memgov.shadow_verdict,
     p_fingerprint  text,
     p_returned     integer,
     p_withheld     integer)
@@ -207,11 +208,12 @@ BEGIN
     INSERT INTO memgov.decision_log
            (operation, memory_id, org_id, action, reason_codes, matched_rule_ids, policy_version, mode,
             enforced, actor, login, risk_score, risk_level, query_fingerprint, returned, withheld)
-    VALUES (p_operation, p_memory_id, p_org_id, p_decision.action, p_decision.reason_codes,
+    VALUES (p_operation, p_item.memory_id, p_item.org_id, p_decision.action, p_decision.reason_codes,
             p_decision.matched_rule_ids, p_decision.policy_version, p_decision.mode, p_decision.enforced,
             p_actor, session_user, pg_catalog.round(p_decision.risk_score, 3), p_decision.risk_level,
             p_fingerprint, p_returned, p_withheld)
     RETURNING decision_id INTO v_id;
+    PERFORM memgov.record_shadow(p_shadow, p_operation, p_item, p_decision, v_id);
     RETURN v_id;
 END
 $$;
@@ -255,8 +257,9 @@ BEGIN
         PERFORM pg_notify(memgov.approval_channel(p_org_id), v_request_id::text);
     ELSIF p_decision.action = 'quarantine' THEN
         INSERT INTO memgov.quarantine
-               (org_id, operation, memory_id, payload, decision, quarantined_by, quarantined_login)
-        VALUES (p_org_id, p_operation, p_memory_id, p_asked, memgov.decision_json(p_decision), p_actor, session_user)
+               (org_id, operation, memory_id, payload, decision, decision_id, quarantined_by, quarantined_login)
+        VALUES (p_org_id, p_operation, p_memory_id, p_asked, memgov.decision_json(p_decision), p_decision_id,
+                p_actor, session_user)
         RETURNING quarantine_id INTO v_quarantine_id;
     END IF;
     v_detail := memgov.decision_json(p_decision)
@@ -312,6 +315,8 @@ DECLARE
     v_agent_id     text := v_query ->> 'agent_id';
     v_subject_id   text := v_query ->> 'subject_id';
     v_session_id   text := v_query ->> 'session_id';
+    v_asked        memgov.long_term_memory_items := memgov.search_item(v_org_id, v_query);
+    v_shadow       memgov.shadow_verdict;
     v_text         tsquery;
     v_decision     memgov.decision;
     v_get          memgov.decision;
@@ -325,9 +330,11 @@ DECLARE
     v_id           bigint;
     v_outcome      jsonb;
 BEGIN
-    v_decision := memgov.read_decision(memgov.search_item(v_org_id, v_query), 'search', v_actor);
+    v_decision := memgov.read_decision(v_asked, 'search', v_actor);
+    v_shadow := memgov.judge_shadow('search', v_asked, NULL, v_actor);
     IF v_decision.enforced AND v_decision.action <> 'allow' THEN
-        v_id := memgov.log_read('search', NULL, v_org_id, v_actor, v_decision, memgov.query_fingerprint(v_query), 0, 0);
+        v_id := memgov.log_read('search', v_asked, v_actor, v_decision, v_shadow, memgov.query_fingerprint(v_query),
+                                0, 0);
         v_outcome := memgov.refuse_read('search', v_org_id, NULL, jsonb_build_object('query', v_query),
                                         v_actor, v_decision, v_id);
         PERFORM memgov.note_recall(v_outcome || jsonb_build_object('returned', 0, 'withheld', 0));
@@ -400,7 +407,7 @@ BEGIN
         v_batch := v_batch * 2;  -- the rows past a withheld stretch, in ever larger batches
     END LOOP;
 
-    v_id := memgov.log_read('search', NULL, v_org_id, v_actor, v_decision, memgov.query_fingerprint(v_query),
+    v_id := memgov.log_read('search', v_asked, v_actor, v_decision, v_shadow, memgov.query_fingerprint(v_query),
                             v_returned, v_withheld);
     -- how many candidates were withheld tells of rows the caller may not read (a search for
     -- a word, or a min_confidence, per probe): only a role that reads the log is told
@@ -424,6 +431,7 @@ DECLARE
     v_actor     text := memgov.invoker_role();
     v_item      memgov.long_term_memory_items;
     v_decision  memgov.decision;
+    v_shadow    memgov.shadow_verdict;
     v_allowed   boolean;
     v_id        bigint;
     v_outcome   jsonb;
@@ -436,8 +444,9 @@ BEGIN
         RETURN;
     END IF;
     v_decision := memgov.read_decision(v_item, 'get', v_actor);
+    v_shadow := memgov.judge_shadow('get', v_item, NULL, v_actor);
     v_allowed := NOT v_decision.enforced OR v_decision.action = 'allow';
-    v_id := memgov.log_read('get', v_item.memory_id, v_org_id, v_actor, v_decision, NULL,
+    v_id := memgov.log_read('get', v_item, v_actor, v_decision, v_shadow, NULL,
                             CASE WHEN v_allowed THEN 1 ELSE 0 END,
                             CASE WHEN v_decision.action = 'allow' THEN 0 ELSE 1 END);
     IF NOT v_allowed THEN

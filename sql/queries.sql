@@ -46,6 +46,23 @@ SELECT '' ~ %(pattern)s;
 -- name: rollback_policy
 SELECT memgov.rollback_policy(%(org_id)s, %(to)s);
 
+-- name: start_shadow
+-- Shadow a version staged in the same transaction (`memgov deploy --shadow`).
+SELECT memgov.start_shadow(%(org_id)s, %(version)s);
+
+-- name: shadow_report
+SELECT memgov.shadow_report(%(org_id)s, %(examples)s);
+
+-- name: promote_shadow
+SELECT memgov.promote_shadow(%(org_id)s);
+
+-- name: stop_shadow
+SELECT memgov.stop_shadow(%(org_id)s);
+
+-- name: replay
+-- Re-decide the writes of the last %(since)s under a version staged in the same transaction.
+SELECT memgov.replay(%(org_id)s, %(version)s, %(since)s::interval, %(examples)s);
+
 -- name: undeploy_policy
 -- Undo the latest activation of a version (a policy revision's downgrade).
 SELECT memgov.undeploy_policy(%(org_id)s, %(version)s);

@@ -16,10 +16,10 @@ import psycopg
 from ..db import first_line
 from ..errors import BUSY_SQLSTATES, ExitCode, MemgovError
 from ..policy import PolicyValidationError
-from . import admin, policies, policy_tests, recall, retention, revision, server
+from . import admin, policies, policy_tests, recall, retention, revision, server, shadow
 from .base import cli
 
-__all__ = ["admin", "cli", "main", "policies", "policy_tests", "recall", "retention", "revision", "server"]
+__all__ = ["admin", "cli", "main", "policies", "policy_tests", "recall", "retention", "revision", "server", "shadow"]
 
 
 def sql_error_line(exc: psycopg.Error) -> str:

@@ -81,17 +81,24 @@ def compile_command(policy: str, tenant: str | None, dsn: str | None) -> None:
 @cli.command()
 @click.argument("policy", type=click.Path(dir_okay=False))
 @tenant_option("Deploy as the override policy of one tenant (org_id).")
+@click.option(
+    "--shadow",
+    is_flag=True,
+    help="Install without activating: the policy decides beside the active one, unenforced (`memgov shadow`).",
+)
 @dsn_option
 @json_option
-def deploy(policy: str, tenant: str | None, dsn: str | None, as_json: bool) -> None:
-    """Validate, compile and activate a policy in one transaction."""
+def deploy(policy: str, tenant: str | None, shadow: bool, dsn: str | None, as_json: bool) -> None:
+    """Validate, compile and activate a policy in one transaction (--shadow: shadow it)."""
     from ..deploy import deploy as run_deploy
+    from ..shadow import start
 
-    result = run_deploy(resolve_dsn(dsn), policy, tenant)
+    result = (start if shadow else run_deploy)(resolve_dsn(dsn), policy, tenant)
     print_warnings(result.warnings)
-    data = {"version": result.version, "tenant": result.org_id, "rules": result.rules}
+    data = {"version": result.version, "tenant": result.org_id, "rules": result.rules, "shadow": shadow}
     scope = "global" if result.org_id == "*" else f"tenant {result.org_id}"
-    emit(data, as_json, lambda d: click.echo(f"deployed {d['version']} ({scope}, {d['rules']} rules)"))
+    done = "shadowing" if shadow else "deployed"
+    emit(data, as_json, lambda d: click.echo(f"{done} {d['version']} ({scope}, {d['rules']} rules)"))
 
 
 @cli.command()

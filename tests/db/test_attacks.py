@@ -1350,6 +1350,25 @@ INTERNAL_CALLS = {
     "grant_tenant": "SELECT memgov.grant_tenant(current_user, 'globex')",
     "check_tenant": "SELECT memgov.check_tenant('globex')",
     "memory_for_feedback": "SELECT memgov.memory_for_feedback(memory_id) FROM memgov.long_term_memory_items",
+    "stage_policy": "SELECT memgov.stage_policy('*', '9.9.9', repeat('0', 64), 'enforce',"
+    " 'policy_0000000000000000', '', '', '', '', '{}', '[]')",
+    "start_shadow": "SELECT memgov.start_shadow('*', '1.0.0')",
+    "open_shadow": "SELECT memgov.open_shadow('*', '1.0.0')",
+    "end_shadow": "SELECT memgov.end_shadow('*', 'stopped')",
+    "promote_shadow": "SELECT memgov.promote_shadow('*')",
+    "stop_shadow": "SELECT memgov.stop_shadow('*')",
+    "shadow_report": "SELECT memgov.shadow_report('*')",
+    "replay": "SELECT memgov.replay('*', '1.0.0')",
+    "rebuild_shadow_dispatch": "SELECT memgov.rebuild_shadow_dispatch()",
+    "shadow_decide": "SELECT memgov.shadow_decide(m, 'remember', 'memgov_admin') FROM memgov.long_term_memory_items m",
+    "judge_shadow": "SELECT memgov.judge_shadow('remember', m, NULL, 'memgov_admin')"
+    " FROM memgov.long_term_memory_items m",
+    "record_shadow": "SELECT memgov.record_shadow(ROW(1, "
+    + _FORGED_DECISION
+    + "), 'remember', m, "
+    + _FORGED_DECISION
+    + ", 1) FROM memgov.long_term_memory_items m",
+    "divergences": "SELECT memgov.divergences(1, 3)",
 }
 
 
