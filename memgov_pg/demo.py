@@ -1,5 +1,6 @@
-"""``memgov demo``: a short story of agent writes, user feedback, approvals, a recall
-and retention, played against a real database with policies/default.yaml.
+"""``memgov demo``: a short story of agent writes, user feedback, approvals, a recall,
+retention and a candidate policy shadowed then promoted, played against a real
+database with policies/default.yaml.
 
 Everything the story shows is decided by the database: the demo only sends
 the writes an agent and a user-facing application would send, each as its
@@ -8,6 +9,7 @@ own role (memgov_writer, memgov_reviewer), and prints what was decided.
 
 from __future__ import annotations
 
+import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -15,17 +17,20 @@ from pathlib import Path
 from typing import Any
 
 import psycopg
+import yaml
 from psycopg import sql
 from psycopg.types.json import Jsonb
 from rich.console import Console
 from rich.table import Table
 
+from . import shadow
 from .db import connect, resolve_dsn
-from .deploy import deploy
+from .deploy import deploy, rollback
 from .migrate import upgrade
 from .resources import query
 
 TENANT = "demo"
+CANDIDATE_VERSION = "1.1.0-demo"
 
 
 @dataclass
@@ -142,11 +147,49 @@ def play(conn: psycopg.Connection[Any]) -> list[Step]:
         conn.execute(query("demo_backdate"), {"memory_id": ids["trip"]["memory_id"]})
     conn.autocommit = True
     conn.execute(query("retention_run"))
-    conn.autocommit = False
     summary = one(conn, "last_maintenance_summary", {})
+    conn.autocommit = False
     deleted = summary.get("deleted", {})
     steps.append(Step("pg_cron", "runs the retention sweep (8 days later)",
                       "deleted " + ", ".join(f"{k} {v}" for k, v in deleted.items())))  # fmt: skip
+    return steps
+
+
+def candidate_policy(default: Path) -> str:
+    """The demo's candidate: policies/default.yaml storing agent facts above 0.5 (not 0.7)."""
+    policy = yaml.safe_load(default.read_text(encoding="utf-8"))
+    policy["version"] = CANDIDATE_VERSION
+    policy["description"] = "the default policy, storing agent-extracted facts above 0.5"
+    threshold = {"store-confident-agent-facts": {"gt": 0.5}, "confirm-uncertain-agent-facts": {"lte": 0.5}}
+    for rule in policy["rules"]:
+        if rule["id"] in threshold:
+            rule["condition"]["confidence"] = threshold[rule["id"]]
+    return yaml.safe_dump(policy, sort_keys=False)
+
+
+def play_shadow(conn: psycopg.Connection[Any], target: str, default: Path, active: str) -> list[Step]:
+    """Shadow the candidate, let the agent write, read the report, promote, roll back to ``active``."""
+    steps: list[Step] = []
+    with tempfile.TemporaryDirectory() as scratch:
+        path = Path(scratch) / "candidate.yaml"
+        path.write_text(candidate_policy(default), encoding="utf-8")
+        shadow.start(target, path)
+    steps.append(Step("admin", f"memgov deploy candidate.yaml --shadow ({CANDIDATE_VERSION}: agent facts > 0.5)",
+                      f"shadowing: decides beside {active}, unenforced"))  # fmt: skip
+    for text, confidence in (("Speaks Ukrainian and English", 0.6), ("Her team uses PostgreSQL 15", 0.65),
+                             ("Prefers short answers", 0.9)):  # fmt: skip
+        with acting_as(conn, "memgov_writer"):
+            decision = one(conn, "remember", {"item": Jsonb(fact(text, "user_fact", confidence))})
+        steps.append(Step("agent", f"remember “{text}” (user_fact, {confidence})", describe(decision)))
+    report = shadow.report(target)
+    changes = "; ".join(f"{d['active']} → {d['candidate']}: {d['count']}" for d in report["divergences"])
+    steps.append(Step("admin", "memgov shadow report", f"{report['decisions']} decisions; {changes or 'no change'}"))
+    steps.append(Step("admin", "memgov shadow promote", f"active: {shadow.promote(target)}"))
+    with acting_as(conn, "memgov_writer"):
+        decision = one(conn, "remember", {"item": Jsonb(fact("Works from Lviv on Fridays", "user_fact", 0.6))})
+    steps.append(Step("agent", "remember “Works from Lviv on Fridays” (user_fact, 0.6)", describe(decision)))
+    steps.append(Step("admin", "memgov rollback (the demo leaves the default in force)",
+                      f"active: {rollback(target, to=active)}"))  # fmt: skip
     return steps
 
 
@@ -164,6 +207,7 @@ def run_demo(dsn: str | None) -> None:
             conn.execute(query("demo_reset"), {"org_id": TENANT})
             after = one(conn, "demo_last_decision", {"org_id": TENANT})  # the log keeps earlier runs'
         steps = play(conn)
+        steps += play_shadow(conn, target, default_policy(), result.version)
         decisions = conn.execute(query("demo_decisions"), {"org_id": TENANT, "after": after}).fetchall()
         memories = conn.execute(query("demo_memories"), {"org_id": TENANT}).fetchall()
 

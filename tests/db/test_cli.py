@@ -137,3 +137,16 @@ def test_demo_plays_its_story_recall_included(memgov_dsn):
     assert result.returncode == 0, result.stderr
     for line in ("block-secrets", "recalls “Olena” (memgov.search)", "READS_NOT_GOVERNED", "runs the retention sweep"):
         assert line in result.stdout, line
+
+
+def test_demo_shadows_a_candidate_promotes_it_and_leaves_the_default_in_force(memgov_dsn):
+    for _ in range(2):  # a second run tells the same story
+        result = run_memgov("demo", "--dsn", memgov_dsn, env={"COLUMNS": "200"})
+        assert result.returncode == 0, result.stderr
+        for line in ("--shadow (1.1.0-demo", "3 decisions; require_approval → allow: 2", "active: 1.1.0-demo",
+                     "active: 1.0.0"):  # fmt: skip
+            assert line in result.stdout, line
+    with psycopg.connect(memgov_dsn) as conn:
+        active = conn.execute("SELECT version FROM memgov.policy_versions WHERE org_id = '*' AND active").fetchall()
+        running = conn.execute("SELECT count(*) FROM memgov.policy_shadows WHERE ended_at IS NULL").fetchone()
+    assert (active, running) == ([("1.0.0",)], (0,))
