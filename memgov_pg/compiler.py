@@ -198,6 +198,7 @@ class CompiledPolicy:
             "sources": {k: list(v) for k, v in vars(p.sources).items()},
             "retention": settings_json(p.retention),
             "search": settings_json(p.search),
+            "replay": settings_json(p.replay),
             "reads": p.governs_reads,
         }
 

@@ -344,6 +344,27 @@ CREATE POLICY tenant_isolation ON memgov.quarantine
     USING (org_id = (SELECT memgov.session_tenant()));
 CREATE POLICY admin_read ON memgov.quarantine TO memgov_admin USING (true);
 
+-- A sample of the writes the policy stored or held, kept for `memgov replay` where the
+-- tenant's policy sets replay.sample_rate (docs/changing-policies.md): the item as it was
+-- decided, for replay.keep (the sweep prunes older ones). A sample goes with its memory:
+-- deleting the memory deletes it (the trigger forget_samples, sql/040_enforce.sql), and a
+-- policy that stops sampling deletes its tenant's. Only the write trigger writes here.
+CREATE TABLE memgov.replay_samples (
+    org_id       text         NOT NULL,
+    decision_id  bigint       NOT NULL,
+    memory_id    uuid         NOT NULL,
+    operation    text         NOT NULL,
+    actor        text         NOT NULL,
+    payload      jsonb        NOT NULL,
+    sampled_at   timestamptz  NOT NULL DEFAULT now(),
+    PRIMARY KEY (org_id, decision_id)
+);
+COMMENT ON TABLE memgov.replay_samples IS
+    'A sample of decided writes (replay.sample_rate), kept for memgov replay for replay.keep';
+CREATE INDEX replay_samples_memory_idx ON memgov.replay_samples (memory_id, org_id);
+CREATE INDEX replay_samples_sampled_at_idx ON memgov.replay_samples USING brin (sampled_at);
+GRANT SELECT ON memgov.replay_samples TO memgov_admin;
+
 -- Confirm / reject / edit / forget feedback, with confidence before and after.
 CREATE TABLE memgov.feedback_events (
     event_id           bigint       GENERATED ALWAYS AS IDENTITY,
@@ -382,6 +403,10 @@ RETURN '{
         "reject_delta":        -0.3,
         "reject_delete_below":  0.0,
         "edit_confidence":      0.8
+    },
+    "replay": {
+        "sample_rate": 0,
+        "keep":        "7 days"
     },
     "retention": {
         "schedule":         "*/10 * * * *",

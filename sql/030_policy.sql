@@ -259,7 +259,8 @@ $rebuild$;
 -- policy may hold, memgov.policy_may_hold), reads_governed (whether a
 -- tenant's active policy decides reads: its settings' "reads") and search_config (the
 -- tenant's text search configuration: settings' search.text_config; when it
--- changes, the memories it changes for are indexed anew), then the shadow dispatchers.
+-- changes, the memories it changes for are indexed anew), sample_rate (the share of a
+-- tenant's writes kept for replay: settings' replay.sample_rate), then the shadow dispatchers.
 -- Runs at deploy and rollback only; the per-row path is static SQL.
 CREATE FUNCTION memgov.rebuild_dispatch()
 RETURNS void
@@ -430,6 +431,25 @@ RETURN %s$f$,
            SET search_config = memgov.search_config(m.org_id)
          WHERE m.search_config <> memgov.search_config(m.org_id);
     END IF;
+    -- sample_rate: the share of a tenant's stored or held writes kept for replay (its policy's
+    -- replay.sample_rate; none by default), a constant in the write trigger's test
+    SELECT coalesce(string_agg(format(E'        WHEN p_org_id = %L THEN %s\n', v.org_id, r.rate), '' ORDER BY v.org_id COLLATE "C"), '')
+      INTO v_body
+      FROM memgov.policy_versions v,
+           LATERAL (SELECT coalesce(v.settings -> 'replay' ->> 'sample_rate',
+                                    memgov.setting_defaults() -> 'replay' ->> 'sample_rate')::numeric AS rate) AS r
+     WHERE v.active AND v.org_id <> '*';
+    EXECUTE format($f$
+CREATE OR REPLACE FUNCTION memgov.sample_rate(p_org_id text)
+RETURNS numeric
+LANGUAGE sql STABLE PARALLEL SAFE
+RETURN %s$f$,
+        format(CASE WHEN v_body = '' THEN '%2$s::numeric' ELSE E'CASE\n%1$s        ELSE %2$s::numeric\n    END' END,
+               v_body, coalesce(v_global_settings -> 'replay' ->> 'sample_rate',
+                                memgov.setting_defaults() -> 'replay' ->> 'sample_rate')::numeric));
+    -- a tenant whose policy stops sampling has its samples deleted: samples exist only where
+    -- the memories' deletion deletes them (the trigger forget_samples)
+    DELETE FROM memgov.replay_samples s WHERE memgov.sample_rate(s.org_id) = 0;
     PERFORM memgov.rebuild_shadow_dispatch();
 END
 $rebuild$;

@@ -27,7 +27,8 @@ CREATE TYPE memgov.shadow_verdict AS (
 );
 
 -- What the shadow that sees p_item's tenant decides about a write or read: its shadow_id
--- and its candidate's decision (both NULL while no shadow sees the tenant). p_old is the
+-- and its candidate's decision (both NULL while no shadow sees the tenant; action 'error'
+-- with reason codes SHADOW_ERROR and the SQLSTATE when the candidate raised). p_old is the
 -- row an update of the write trigger changes (NULL elsewhere): the candidate then applies
 -- its forget rules where the trigger applies the active policy's. Asked right after the
 -- active decision, before anything is written: a shadow that starts or ends meanwhile is
@@ -48,15 +49,21 @@ BEGIN
     IF v_verdict.shadow_id IS NULL THEN
         RETURN v_verdict;
     END IF;
-    v_verdict.candidate := memgov.shadow_decide(p_item, p_operation, p_actor);
-    IF p_old.memory_id IS NOT NULL THEN
-        v_forget := memgov.shadow_decide(p_old, 'forget', p_actor);
-        IF memgov.shortens_life(p_old, p_item)
-           OR (memgov.denied_by_rule(v_forget)
-               AND NOT memgov.denied_by_rule(memgov.shadow_decide(p_item, 'forget', 'memgov_owner'))) THEN
-            v_verdict.candidate := memgov.stricter(v_verdict.candidate, v_forget);
+    -- a candidate that fails never fails the write: its verdict is an error
+    BEGIN
+        v_verdict.candidate := memgov.shadow_decide(p_item, p_operation, p_actor);
+        IF p_old.memory_id IS NOT NULL THEN
+            v_forget := memgov.shadow_decide(p_old, 'forget', p_actor);
+            IF memgov.shortens_life(p_old, p_item)
+               OR (memgov.denied_by_rule(v_forget)
+                   AND NOT memgov.denied_by_rule(memgov.shadow_decide(p_item, 'forget', 'memgov_owner'))) THEN
+                v_verdict.candidate := memgov.stricter(v_verdict.candidate, v_forget);
+            END IF;
         END IF;
-    END IF;
+    EXCEPTION WHEN OTHERS THEN
+        v_verdict.candidate := ROW('error', ARRAY['SHADOW_ERROR', SQLSTATE], ARRAY[]::text[], NULL, NULL, true,
+                                   NULL, NULL)::memgov.decision;
+    END;
     RETURN v_verdict;
 END
 $$;
@@ -289,9 +296,9 @@ END
 $$;
 
 -- `memgov replay`: re-decides the writes of a scope decided in the last p_since under a
--- deployed version, from the payloads the engine keeps: approval requests, quarantine
--- entries and the stored memories (as they are now), each decision once (in that order of
--- preference). The report is a shadow's, with the sources counted; the active action is
+-- deployed version, from the payloads the engine keeps: the samples of decided writes
+-- (replay.sample_rate), approval requests, quarantine entries and the stored memories (as
+-- they are now), each decision once (in that order of preference). The report is a shadow's, with the sources counted; the active action is
 -- the one logged. Changes nothing: the shadow it decides in is undone before it returns.
 CREATE FUNCTION memgov.replay(p_org_id text, p_version text, p_since interval DEFAULT '7 days',
                               p_examples integer DEFAULT 3)
@@ -325,7 +332,12 @@ BEGIN
                    coalesce(p.actor, l.actor) AS actor, l.decision_id,
                    ROW(l.action, l.reason_codes, l.matched_rule_ids, l.policy_version, l.mode, l.enforced,
                        NULL, NULL)::memgov.decision AS active
-              FROM (SELECT 1 AS rank, 'approval_requests' AS source, a.org_id, a.decision_id,
+              FROM (SELECT 0 AS rank, 'samples' AS source, r.org_id, r.decision_id, r.operation, r.actor,
+                           jsonb_populate_record(NULL::memgov.long_term_memory_items, r.payload) AS item
+                      FROM memgov.replay_samples r
+                     WHERE p_org_id = '*' OR r.org_id = p_org_id
+                    UNION ALL
+                    SELECT 1 AS rank, 'approval_requests' AS source, a.org_id, a.decision_id,
                            a.operation::text AS operation, a.requested_by AS actor,
                            jsonb_populate_record(NULL::memgov.long_term_memory_items, a.payload) AS item
                       FROM memgov.approval_requests a

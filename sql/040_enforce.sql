@@ -214,6 +214,23 @@ BEGIN
 END
 $$;
 
+-- Keeps a decided write's item for `memgov replay` (memgov.replay_samples): called for a
+-- sampled share (memgov.sample_rate) of the writes the policy stored or held. (No SET
+-- clause: the write trigger pins search_path.)
+CREATE FUNCTION memgov.keep_sample(
+    p_operation    text,
+    p_item         memgov.long_term_memory_items,
+    p_actor        text,
+    p_decision_id  bigint)
+RETURNS void
+LANGUAGE plpgsql
+AS $$
+BEGIN
+    INSERT INTO memgov.replay_samples (org_id, decision_id, memory_id, operation, actor, payload)
+    VALUES (p_item.org_id, p_decision_id, p_item.memory_id, p_operation, p_actor, to_jsonb(p_item));
+END
+$$;
+
 -- Raises MG403 for a denied write: rule ids and reason codes in the message, the decision in DETAIL.
 CREATE FUNCTION memgov.raise_denied(p_operation text, p_outcome memgov.write_outcome)
 RETURNS void
@@ -299,6 +316,9 @@ BEGIN
             IF v_shadow.shadow_id IS NOT NULL THEN
                 PERFORM memgov.record_shadow(v_shadow, 'remember', NEW, v_decision, NEW.decision_id);
             END IF;
+            IF memgov.sample_rate(NEW.org_id) > 0 AND pg_catalog.random() < memgov.sample_rate(NEW.org_id) THEN
+                PERFORM memgov.keep_sample('remember', NEW, v_actor, NEW.decision_id);
+            END IF;
             IF memgov.reads_governed(NEW.org_id) THEN
                 PERFORM memgov.mark_written(NEW, TG_OP);  -- its INSERT ... RETURNING reads it back
             END IF;
@@ -366,6 +386,11 @@ BEGIN
     v_outcome := memgov.record_write(v_operation, v_item, v_actor, v_decision);
     IF v_shadow.shadow_id IS NOT NULL THEN
         PERFORM memgov.record_shadow(v_shadow, v_operation, v_item, v_decision, v_outcome.decision_id);
+    END IF;
+    -- a sample of what stays in the table: stored writes, held INSERTs (not a forget)
+    IF TG_OP <> 'DELETE' AND v_outcome.action IN ('allow', 'require_approval')
+       AND memgov.sample_rate(v_item.org_id) > 0 AND pg_catalog.random() < memgov.sample_rate(v_item.org_id) THEN
+        PERFORM memgov.keep_sample(v_operation, v_item, v_actor, v_outcome.decision_id);
     END IF;
     IF current_setting('memgov.capture', true) = 'on' THEN
         -- memgov.remember() reads the outcome of the row it inserted
@@ -441,6 +466,25 @@ CREATE TRIGGER engine_columns
 -- session_replication_role = replica does not switch them off
 ALTER TABLE memgov.long_term_memory_items ENABLE ALWAYS TRIGGER enforce_write;
 ALTER TABLE memgov.long_term_memory_items ENABLE ALWAYS TRIGGER engine_columns;
+
+-- Deletes a deleted memory's replay samples (AFTER DELETE, only for a tenant that samples).
+CREATE FUNCTION memgov.forget_samples()
+RETURNS trigger
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    DELETE FROM memgov.replay_samples s WHERE s.memory_id = OLD.memory_id AND s.org_id = OLD.org_id;
+    RETURN NULL;
+END
+$$;
+
+CREATE TRIGGER forget_samples
+    AFTER DELETE ON memgov.long_term_memory_items
+    FOR EACH ROW WHEN (memgov.sample_rate(OLD.org_id) > 0)
+    EXECUTE FUNCTION memgov.forget_samples();
+ALTER TABLE memgov.long_term_memory_items ENABLE ALWAYS TRIGGER forget_samples;
 
 -- Refuses TRUNCATE to everyone but memgov_admin (and superusers): it would bypass every row decision.
 CREATE FUNCTION memgov.refuse_truncate()

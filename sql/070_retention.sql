@@ -445,6 +445,29 @@ BEGIN
 END
 $$;
 
+-- Deletes the replay samples older than their tenant's replay.keep, and any whose memory
+-- is gone (a TRUNCATE); records the count in the run's summary (replay_samples_pruned).
+CREATE FUNCTION memgov.prune_replay_samples(p_run_id bigint)
+RETURNS bigint
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_pruned  bigint;
+BEGIN
+    PERFORM memgov.check_lease();
+    DELETE FROM memgov.replay_samples s
+     WHERE s.sampled_at < now() - memgov.policy_setting(s.org_id, 'replay', 'keep')::interval
+        OR NOT EXISTS (SELECT FROM memgov.long_term_memory_items m
+                        WHERE m.memory_id = s.memory_id AND m.org_id = s.org_id);
+    GET DIAGNOSTICS v_pruned = ROW_COUNT;
+    UPDATE memgov.maintenance_runs SET summary = summary || jsonb_build_object('replay_samples_pruned', v_pruned)
+     WHERE org_id = '*' AND run_id = p_run_id;
+    RETURN v_pruned;
+END
+$$;
+
 -- Closes a run with its summary (p_preview: a dry run's counts; p_cron_pruned: pg_cron history rows pruned).
 CREATE FUNCTION memgov.finish_maintenance(p_run_id bigint, p_preview jsonb DEFAULT NULL, p_cron_pruned bigint DEFAULT 0)
 RETURNS jsonb
@@ -562,6 +585,7 @@ BEGIN
         BEGIN
             -- seal the decision log's new rows into its hash chain (sql/080_audit.sql; summary key 'sealed')
             PERFORM memgov.seal_decision_log(p_run_id => v_run);
+            PERFORM memgov.prune_replay_samples(v_run);
             PERFORM memgov.finish_maintenance(v_run, NULL, v_pruned);
         EXCEPTION WHEN OTHERS OR query_canceled THEN
             PERFORM memgov.release_maintenance(v_lock);
@@ -608,7 +632,8 @@ GRANT EXECUTE ON FUNCTION
     memgov.sweep_batch(bigint, text, integer),
     memgov.retention_preview(),
     memgov.start_maintenance(boolean),
-    memgov.finish_maintenance(bigint, jsonb, bigint)
+    memgov.finish_maintenance(bigint, jsonb, bigint),
+    memgov.prune_replay_samples(bigint)
     TO memgov_admin;
 -- `memgov retention run` counts what the TTL sweep has to delete (its progress bar)
 GRANT EXECUTE ON FUNCTION memgov.ttl_due(memgov.long_term_memory_items) TO memgov_admin;

@@ -79,7 +79,7 @@ def policy_text(ref: str) -> tuple[str, str]:
 
 MEMGOV_TABLES = ("long_term_memory_items", "approval_requests", "quarantine", "decision_log", "feedback_events",
                  "deletion_log", "maintenance_runs", "decision_log_seals", "decision_log_archives",
-                 "shadow_decisions", "policy_shadows")  # fmt: skip
+                 "shadow_decisions", "policy_shadows", "replay_samples")  # fmt: skip
 # append-only (sql/080_audit.sql): their guard trigger refuses every DELETE; only their owner can lift it
 APPEND_ONLY_TABLES = ("decision_log", "decision_log_seals", "decision_log_archives")
 

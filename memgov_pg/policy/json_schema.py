@@ -23,7 +23,7 @@ from typing import Any
 
 from .durations import DURATION_UNITS
 from .model import BATCH_SIZE_RANGE, FEEDBACK_BOUNDS, TEXT_CONFIG_RE, RiskThresholds
-from .reader import RETENTION_KEYS, RISK_THRESHOLD_KEYS, SEARCH_KEYS, SEMVER_RE, TOP_KEYS
+from .reader import REPLAY_KEYS, RETENTION_KEYS, RISK_THRESHOLD_KEYS, SEARCH_KEYS, SEMVER_RE, TOP_KEYS
 from .reader_conditions import WHEN_KEYS
 from .reader_rules import RULE_KEYS
 from .vocabulary import (
@@ -229,10 +229,18 @@ def build() -> dict[str, Any]:
                 }
             }
         ),
+        "replay": _optional_section(
+            {
+                "sample_rate": _bounded("number", 0, 1, description=_UNSET),
+                "keep": {**_ref("duration"), "description": _UNSET},
+            },
+            description="a sample of the writes stored or held, kept for memgov replay (docs/changing-policies.md)",
+        ),
         "rules": {"type": ["array", "null"], "items": _ref("rule")},
     }
     assert tuple(properties) == TOP_KEYS and tuple(properties["retention"]["properties"]) == RETENTION_KEYS
     assert tuple(properties["search"]["properties"]) == SEARCH_KEYS
+    assert tuple(properties["replay"]["properties"]) == REPLAY_KEYS
     rule: dict[str, Any] = {
         "id": label,
         "description": {"type": "string"},

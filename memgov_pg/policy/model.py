@@ -228,6 +228,14 @@ class Search:
     text_config: str | None = None
 
 
+@dataclass(frozen=True)
+class Replay:
+    """``replay:``; None = not set by the policy (memgov.setting_defaults() applies: no sample)."""
+
+    sample_rate: Decimal | None = None
+    keep: Duration | None = None
+
+
 #: What ``search.text_config`` may name: a text search configuration, optionally schema-qualified.
 TEXT_CONFIG_RE: Final = re.compile(r"[a-z_][a-z0-9_]{0,62}(\.[a-z_][a-z0-9_]{0,62})?")
 
@@ -236,7 +244,7 @@ TEXT_CONFIG_RE: Final = re.compile(r"[a-z_][a-z0-9_]{0,62}(\.[a-z_][a-z0-9_]{0,6
 BATCH_SIZE_RANGE: Final = (1, 1_000_000)
 
 
-def settings_json(settings: Feedback | Retention | Search) -> dict[str, Any]:
+def settings_json(settings: Feedback | Retention | Search | Replay) -> dict[str, Any]:
     """The settings a policy sets, as JSON (numbers and durations as text); the
     ones it leaves out are absent, so that SQL's defaults apply."""
     out: dict[str, Any] = {}
@@ -309,6 +317,7 @@ class Policy:
     description: str | None = None
     source_text: str = dataclasses.field(default="", repr=False)
     search: Search = dataclasses.field(default_factory=Search)
+    replay: Replay = dataclasses.field(default_factory=Replay)
 
     @property
     def write_rules(self) -> tuple[Rule, ...]:

@@ -27,6 +27,7 @@ from .model import (
     TEXT_CONFIG_RE,
     Feedback,
     Policy,
+    Replay,
     Retention,
     RiskThresholds,
     Search,
@@ -55,12 +56,15 @@ TOP_KEYS = (
     "sources",
     "retention",
     "search",
+    "replay",
     "rules",
 )
 #: The keys of ``retention:``.
 RETENTION_KEYS = ("schedule", "batch_size", "confidence_floor", "confidence_grace", "approval_ttl")
 #: The keys of ``search:``.
 SEARCH_KEYS = ("text_config",)
+#: The keys of ``replay:``.
+REPLAY_KEYS = ("sample_rate", "keep")
 #: The keys of ``risk_thresholds:``.
 RISK_THRESHOLD_KEYS = ("low_max", "medium_max", "high_max")
 SEMVER_RE: Final = re.compile(
@@ -121,6 +125,7 @@ class PolicyReader(RuleReader):
         sources = self.sources(top.get("sources"))
         retention = self.retention(top.get("retention"))
         search = self.search(top.get("search"))
+        replay = self.replay(top.get("replay"))
         rules = self.rules(top.get("rules"), root)
 
         if (
@@ -133,6 +138,7 @@ class PolicyReader(RuleReader):
             or sources is None
             or retention is None
             or search is None
+            or replay is None
         ):
             return None
         return Policy(
@@ -150,6 +156,7 @@ class PolicyReader(RuleReader):
             description=description,
             source_text=text,
             search=search,
+            replay=replay,
         )
 
     def version(self, node: Node) -> str | None:
@@ -314,6 +321,20 @@ class PolicyReader(RuleReader):
             )  # fmt: skip
             return None
         return Search(text_config=name)
+
+    def replay(self, item: tuple[ScalarNode, Node] | None) -> Replay | None:
+        """``replay:`` (None where not set), or None after reporting."""
+        section = self.optional_section(item, "replay", REPLAY_KEYS)
+        if section is None:
+            return None
+        rate = keep = None
+        if "sample_rate" in section:
+            rate = self.number(section["sample_rate"][1], "-", "replay.sample_rate", _ZERO, _ONE)
+        if "keep" in section:
+            keep = self.duration(section["keep"][1], "-", "replay.keep")
+        if ("sample_rate" in section and rate is None) or ("keep" in section and keep is None):
+            return None
+        return Replay(sample_rate=rate, keep=keep)
 
     def cron(self, node: Node) -> str | None:
         """``retention.schedule``: five pg_cron fields, spaces normalised, or None after reporting."""

@@ -1369,6 +1369,9 @@ INTERNAL_CALLS = {
     + _FORGED_DECISION
     + ", 1) FROM memgov.long_term_memory_items m",
     "divergences": "SELECT memgov.divergences(1, 3)",
+    "keep_sample": "SELECT memgov.keep_sample('remember', m, 'memgov_admin', 1) FROM memgov.long_term_memory_items m",
+    "prune_replay_samples": "SELECT memgov.prune_replay_samples(1)",
+    "sample_rate": "SELECT memgov.sample_rate('acme')",
 }
 
 

@@ -22,6 +22,7 @@ sources: {{user_confirmed: ["*"], system_rule: ["*"]}}
 feedback: {{confirm_delta: 0.2, reject_delta: -0.4, edit_confidence: 0.7, reject_delete_below: 0.1}}
 retention:
   {{schedule: "*/5 * * * *", batch_size: 100, confidence_floor: 0.4, confidence_grace: 3 days, approval_ttl: 2 days}}
+replay: {{sample_rate: 0.25, keep: 2 weeks}}
 """
 HELPERS = """
 SELECT memgov.feedback_setting(%(org)s, 'confirm_delta'), memgov.feedback_setting(%(org)s, 'reject_delta'),
@@ -48,7 +49,7 @@ def deploy_every_setting(conn: psycopg.Connection[Any], version: str) -> dict[st
 def test_every_setting_a_policy_writes_has_a_default(db_conn):
     settings = deploy_every_setting(db_conn, "1.0.0")
     (defaults,) = db_conn.execute("SELECT memgov.setting_defaults()").fetchone()
-    for section in ("feedback", "retention"):
+    for section in ("feedback", "retention", "replay"):
         assert set(settings.get(section, {})) <= set(defaults[section]), section
     assert set(defaults["limits"]) == {name for (name,) in db_conn.execute("SELECT name FROM memgov.settings")}
 

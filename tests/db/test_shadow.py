@@ -30,6 +30,7 @@ from tests.attack_helpers import (
     login_dsn,
     memgov_tables,
     refused,
+    request_of,
     unchanged,
 )
 from tests.cli_helpers import assert_one_line_error, run_memgov
@@ -403,3 +404,83 @@ def test_the_commands_refuse_bad_input_with_one_line_and_change_nothing(su, memg
 
 def test_every_table_of_the_schema_is_wiped_between_tests(su):
     assert {"policy_shadows", "shadow_decisions"} <= set(memgov_tables(su))
+
+
+# -- samples kept for replay (replay.sample_rate) ---------------------------------------
+
+SAMPLED = POLICY + "replay: {{sample_rate: 1, keep: 2 days}}\n"
+
+
+def samples(su: psycopg.Connection[Any]) -> list[tuple[Any, ...]]:
+    return su.execute(
+        "SELECT operation, payload ->> 'fact_text' FROM memgov.replay_samples ORDER BY decision_id"
+    ).fetchall()
+
+
+def test_a_sampling_policy_keeps_what_it_stored_or_held_and_replay_decides_it_first(su, writer):
+    insert(writer, item("held"))
+    assert samples(su) == []  # no sample unless the policy asks
+    deploy_policy(su, "1.0.1", SAMPLED)
+    stored = insert(writer, item("allowed")).fetchone()[0]
+    insert(writer, item("held"))
+    writer.execute("SELECT memgov.remember(%s)", (as_json(item("quarantined")),))  # in the quarantine already
+    writer.execute("SELECT memgov.remember(%s)", (as_json(item("denied")),))  # a denial: never kept
+    writer.execute("UPDATE memgov.long_term_memory_items SET fact_text = 'likes jasmine tea' WHERE memory_id = %s",
+                   (stored,))  # fmt: skip
+    assert samples(su) == [("remember", "likes green tea"), ("remember", "likes tea"), ("update", "likes jasmine tea")]
+
+    with su.transaction():
+        stage(su)
+        got = su.execute("SELECT memgov.replay('*', %s)", (CANDIDATE_VERSION,)).fetchone()[0]
+        raise_rollback(su)
+    # the first held preference (before sampling) from its request, the rest from the samples
+    assert (got["decisions"], got["sources"]) == (5, {"approval_requests": 1, "quarantine": 1, "samples": 3})
+    assert [(d["active"], d["candidate"], d["sources"]) for d in got["divergences"]] == [
+        ("require_approval", "allow", {"approval_requests": 1, "samples": 1}),
+        ("quarantine", "deny", {"quarantine": 1}),
+    ]
+
+
+def test_a_sample_goes_with_its_memory_with_its_policy_and_after_keep(su, writer, login, logins):
+    deploy_policy(su, "1.0.1", SAMPLED)
+    forgotten = insert(writer, item("allowed")).fetchone()[0]
+    held = insert(writer, item("held")).fetchone()[0]
+    old = insert(writer, item("allowed", fact_text="an old one")).fetchone()[0]
+    insert(writer, item("allowed", fact_text="a recent one"))
+    writer.execute("SELECT memgov.forget(%s)", (forgotten,))
+    login(logins.reviewer).execute("SELECT memgov.deny(%s)", (request_of(su, held),))
+    assert samples(su) == [("remember", "an old one"), ("remember", "a recent one")]
+
+    with su.transaction():
+        su.execute("SET LOCAL ROLE memgov_owner")
+        su.execute("UPDATE memgov.replay_samples SET sampled_at = now() - interval '3 days' WHERE memory_id = %s",
+                   (old,))  # fmt: skip
+    su.execute("CALL memgov.run_maintenance()")
+    summary = su.execute("SELECT summary FROM memgov.maintenance_runs ORDER BY run_id DESC LIMIT 1").fetchone()[0]
+    assert summary["replay_samples_pruned"] == 1
+    assert samples(su) == [("remember", "a recent one")]
+
+    deploy_policy(su, "1.0.2")  # a policy that does not sample: its tenants' samples go
+    assert samples(su) == []
+
+
+def test_a_writer_cannot_read_the_samples(su, writer):
+    deploy_policy(su, "1.0.1", SAMPLED)
+    insert(writer, item("allowed"))
+    with refused(su, "42501"):
+        writer.execute("SELECT * FROM memgov.replay_samples")
+
+
+def test_a_candidate_that_fails_never_fails_the_write(su, writer):
+    start_shadow(su)
+    function = su.execute(
+        "SELECT function_name FROM memgov.policy_versions WHERE org_id = '*' AND version = %s", (CANDIDATE_VERSION,)
+    ).fetchone()[0]
+    with su.transaction():  # a candidate whose decision raises (as no compiled policy should)
+        su.execute(f"""CREATE OR REPLACE FUNCTION memgov.{function}(p_item memgov.long_term_memory_items,
+                       p_operation text, p_actor text) RETURNS memgov.decision LANGUAGE plpgsql
+                       AS $$ BEGIN RETURN 1 / 0; END $$""")
+    assert insert(writer, item("held")).fetchone()[1] == "pending_approval"
+    [divergence] = report(su)["divergences"]
+    assert (divergence["active"], divergence["candidate"]) == ("require_approval", "error")
+    assert divergence["examples"][0]["candidate_reason_codes"] == ["SHADOW_ERROR", "22012"]

@@ -161,5 +161,5 @@ def test_schema_lists_the_keys_the_reader_knows(schema: dict[str, Any]) -> None:
     assert set(schema["properties"]["feedback"]["properties"]) == set(FEEDBACK_BOUNDS)
     assert set(schema["properties"]["sources"]["properties"]) == set(SOURCES)
     # the engine's defaults of these settings live in SQL only
-    for section in ("feedback", "retention"):
+    for section in ("feedback", "retention", "replay"):
         assert all("default" not in p for p in schema["properties"][section]["properties"].values()), section
