@@ -318,6 +318,7 @@ def status(dsn: str, version_table: str | None = None) -> dict[str, Any]:
             "schema_exists": where.schema_exists,
             "tables": [row[0] for row in objects],
             "policies": None,
+            "shadows": None,
             "pending_approvals": None,
             "quarantine": None,
             "last_maintenance_run": None,
@@ -331,6 +332,7 @@ def status(dsn: str, version_table: str | None = None) -> dict[str, Any]:
         if not (installed and installed[0]):
             return data
         data["policies"] = _section(conn, "status_policies")
+        data["shadows"] = _section(conn, "status_shadows")
         pending = _section(conn, "status_pending_approvals")
         data["pending_approvals"] = _totals(pending, "pending")
         data["quarantine"] = _totals(_section(conn, "status_quarantine"), "held")

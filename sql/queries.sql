@@ -254,6 +254,14 @@ SELECT org_id, version, mode, deployed_at, deployed_by
  WHERE active
  ORDER BY org_id COLLATE "C";
 
+-- name: status_shadows
+-- `memgov status`: the running shadow deployments and the decisions each has seen.
+SELECT s.org_id, s.version, s.started_at,
+       (SELECT count(*) FROM memgov.shadow_decisions d WHERE d.shadow_id = s.shadow_id) AS decisions
+  FROM memgov.policy_shadows s
+ WHERE s.ended_at IS NULL
+ ORDER BY s.org_id COLLATE "C";
+
 -- name: status_pending_approvals
 SELECT org_id, count(*) AS pending, min(requested_at) AS oldest
   FROM memgov.approval_requests

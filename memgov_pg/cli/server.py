@@ -145,6 +145,14 @@ def _print_status(d: dict[str, Any]) -> None:
             line("policies", ", ".join(
                 f"{'global' if p['org_id'] == '*' else p['org_id']} {p['version']} ({p['mode']})" for p in policies
             ) or "none deployed: every write is denied (NO_ACTIVE_POLICY); run `memgov deploy`")  # fmt: skip
+        shadows = d["shadows"]
+        if isinstance(shadows, dict):
+            line("shadows", shadows["error"])
+        elif shadows:
+            line("shadows", ", ".join(
+                f"{'global' if s['org_id'] == '*' else s['org_id']} {s['version']} ({s['decisions']} decisions)"
+                for s in shadows
+            ) + "; `memgov shadow report`")  # fmt: skip
         line("pending approvals", _count_line(d["pending_approvals"], "total"))
         line("quarantine", _count_line(d["quarantine"], "total", " held"))
         decisions = d["decisions_24h"]

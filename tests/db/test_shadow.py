@@ -484,3 +484,14 @@ def test_a_candidate_that_fails_never_fails_the_write(su, writer):
     [divergence] = report(su)["divergences"]
     assert (divergence["active"], divergence["candidate"]) == ("require_approval", "error")
     assert divergence["examples"][0]["candidate_reason_codes"] == ["SHADOW_ERROR", "22012"]
+
+
+def test_status_shows_the_running_shadows(su, memgov_dsn, writer):
+    start_shadow(su)
+    insert(writer, item("held"))
+    status = json.loads(run_memgov("status", "--json", "--dsn", memgov_dsn).stdout)
+    assert [(s["org_id"], s["version"], s["decisions"]) for s in status["shadows"]] == [("*", CANDIDATE_VERSION, 1)]
+    text = run_memgov("status", "--dsn", memgov_dsn).stdout
+    assert f"global {CANDIDATE_VERSION} (1 decisions)" in text
+    su.execute("SELECT memgov.stop_shadow('*')")
+    assert json.loads(run_memgov("status", "--json", "--dsn", memgov_dsn).stdout)["shadows"] == []
