@@ -2,6 +2,10 @@
 
 * a write rule that earlier unconditional rules always pre-empt is never
   reached (an error: it is almost always a mistake in priorities);
+* one that an earlier rule with a part of its conditions pre-empts, and a rule
+  whose conditions no value of its fields satisfies (memgov_pg.policy.satisfiable),
+  never decide anything either (warnings: the policy still does what it says,
+  and a rule kept for later, or switched off by a condition, is deployable);
 * two write rules that share a priority are ordered by the file (a warning);
 * an ``auto_delete`` rule that reads a field the retention sweep does not
   have is an error; one without any condition deletes nearly everything (a
@@ -16,6 +20,7 @@ from yaml.nodes import Node
 
 from .model import Condition, Rule
 from .reader_nodes import NodeReader
+from .satisfiable import never_matches
 from .vocabulary import WRITE_ONLY_FIELDS
 
 
@@ -57,9 +62,23 @@ class Lints(NodeReader):
         """
         seen: list[Rule] = []
         for rule in rules:
-            if not rule.enabled or rule.is_retention:
+            if not rule.enabled:
                 continue
-            blockers = self.shadowing(seen, rule)
+            dead = never_matches(rule)
+            if dead:
+                self.warn(rule.line, rule.id, f"rule can never match: {dead}")
+            if rule.is_retention:
+                continue
+            covering = None if dead else self.covering(seen, rule)
+            if covering:
+                self.warn(
+                    rule.line,
+                    rule.id,
+                    f"rule is never reached: '{covering.id}' (priority {covering.priority}, line {covering.line})"
+                    " comes first and matches whenever this rule would (its conditions are a part of this rule's,"
+                    " its categories include this rule's)",
+                )
+            blockers = [] if dead or covering else self.shadowing(seen, rule)
             if blockers:
                 names = ", ".join(f"'{r.id}' (priority {r.priority}, line {r.line})" for r in blockers)
                 scope = (
@@ -84,6 +103,33 @@ class Lints(NodeReader):
                     )
                     break
             seen.append(rule)
+
+    @staticmethod
+    def covering(earlier: Sequence[Rule], rule: Rule) -> Rule | None:
+        """An earlier conditional rule that matches every item ``rule`` matches: all of its
+        conditions (match all) are among ``rule``'s (match all), and its category scope
+        includes ``rule``'s. None when there is none."""
+
+        def tests(r: Rule) -> frozenset[tuple[str, str, object]] | None:
+            if r.match == "any" and len(r.conditions) > 1:
+                return None
+            return frozenset(
+                (c.field, c.operator, frozenset(c.value) if isinstance(c.value, tuple) else c.value)
+                for c in r.conditions
+            )
+
+        own = tests(rule)
+        if own is None:
+            return None
+        for prior in earlier:
+            theirs = tests(prior)
+            if not prior.conditions or theirs is None or not theirs <= own:
+                continue
+            if prior.category_scope is None or (
+                rule.category_scope is not None and set(rule.category_scope) <= set(prior.category_scope)
+            ):
+                return prior
+        return None
 
     @staticmethod
     def shadowing(earlier: Sequence[Rule], rule: Rule) -> list[Rule]:
