@@ -22,13 +22,24 @@ def print_warnings(warnings: Any) -> None:
 
 @cli.command()
 @click.argument("policies", nargs=-1, required=True, type=click.Path(dir_okay=False))
+@click.option(
+    "--override",
+    "overrides",
+    multiple=True,
+    metavar="FILE",
+    type=click.Path(dir_okay=False),
+    help="A tenant override of POLICY (the global policy), checked against it; repeatable.",
+)
 @dsn_option
 @json_option
-def validate(policies: tuple[str, ...], dsn: str | None, as_json: bool) -> None:
+def validate(policies: tuple[str, ...], overrides: tuple[str, ...], dsn: str | None, as_json: bool) -> None:
     """Check policy files; exit 1 with `file:line: rule-id: message` lines on errors.
 
     Each valid policy also gets a line on which (category × source × operation)
-    combinations fall to on_policy_miss.
+    combinations fall to on_policy_miss. With --override, each FILE is checked
+    too, and against POLICY: rules it shares by id but not by content, rules that
+    decide otherwise on the same conditions, and global rules that refuse or hold
+    writes with no counterpart in the override (warnings).
 
     Regular expressions are checked by PostgreSQL when a database is configured
     (--dsn, MEMGOV_DSN or `memgov up`), otherwise offline.
@@ -36,12 +47,16 @@ def validate(policies: tuple[str, ...], dsn: str | None, as_json: bool) -> None:
     from ..deploy import optional_connection, pg_regex_checker, read_policy
     from ..policy import analyze_policy
     from ..policy.coverage import coverage
+    from ..policy.overrides import compare_override
 
+    if overrides and len(policies) != 1:
+        raise click.UsageError("--override needs exactly one POLICY: the global policy it overrides")
     results: list[dict[str, Any]] = []
     with optional_connection(dsn) as conn:
         checker = pg_regex_checker(conn) if conn is not None else None
-        for path in policies:
-            report = analyze_policy(read_policy(path), filename=path, regex_checker=checker)
+        reports = {}
+        for path in policies + overrides:
+            report = reports[path] = analyze_policy(read_policy(path), filename=path, regex_checker=checker)
             results.append(
                 {
                     "file": path,
@@ -52,6 +67,13 @@ def validate(policies: tuple[str, ...], dsn: str | None, as_json: bool) -> None:
                     "on_policy_miss": coverage(report.policy).as_json() if report.policy else None,
                 }
             )
+    base = reports[policies[0]].policy
+    for result in results[len(policies) :]:
+        own = reports[result["file"]].policy
+        if base is not None and own is not None:
+            found = compare_override(base, own, policies[0], result["file"])
+            result["override_of"] = policies[0]
+            result["warnings"] += [str(w) for w in found]
     if as_json:
         click.echo(json.dumps(results, indent=2))
     else:

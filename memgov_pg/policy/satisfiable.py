@@ -52,7 +52,7 @@ def _field_reason(field: str, conditions: Sequence[Condition]) -> str | None:
     tests = [c for c in conditions if c.operator in _SETS | _BOUNDS and not _opaque(c.value)]
     if not tests:
         return None
-    shown = " and ".join(f"{c.operator} {_show(c.value)}" for c in tests)
+    shown = " and ".join(f"{c.operator} {show_value(c.value)}" for c in tests)
     if spec.type in (FieldType.ENUM, FieldType.BOOL):
         domain: set[Any] = set(spec.values or ()) if spec.type is FieldType.ENUM else {True, False}
         candidates = _filter(domain | {None}, tests)
@@ -168,9 +168,10 @@ class _Interval:
         return not (lo == hi and lo in excluded)
 
 
-def _show(value: Any) -> str:
+def show_value(value: Any) -> str:
+    """A condition's value as a policy file would write it."""
     if isinstance(value, tuple):
-        return "[" + ", ".join(_show(v) for v in value) + "]"
+        return "[" + ", ".join(show_value(v) for v in value) + "]"
     if value is None:
         return "null"
     if isinstance(value, bool):
