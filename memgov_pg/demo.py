@@ -173,7 +173,7 @@ def play_shadow(conn: psycopg.Connection[Any], target: str, default: Path, activ
     with tempfile.TemporaryDirectory() as scratch:
         path = Path(scratch) / "candidate.yaml"
         path.write_text(candidate_policy(default), encoding="utf-8")
-        shadow.start(target, path)
+        deploy(target, path, shadow=True)
     steps.append(Step("admin", f"memgov deploy candidate.yaml --shadow ({CANDIDATE_VERSION}: agent facts > 0.5)",
                       f"shadowing: decides beside {active}, unenforced"))  # fmt: skip
     for text, confidence in (("Speaks Ukrainian and English", 0.6), ("Her team uses PostgreSQL 15", 0.65),

@@ -145,15 +145,21 @@ def deploy_on(
     return deployed(policy, compiled)
 
 
-def deploy(dsn: str, path: str | Path, tenant: str | None = None) -> Deployed:
-    """Validate, compile, install and activate a policy in one transaction."""
+def deploy(dsn: str, path: str | Path, tenant: str | None = None, shadow: bool = False) -> Deployed:
+    """Validate, compile, install and activate a policy in one transaction; with ``shadow``,
+    install it inactive and shadow it instead (docs/changing-policies.md)."""
     org_id = scope_of(tenant)
     with connect(dsn) as conn:
         policy = load(path, conn)
         compiled = compile_policy(policy, org_id)
-        conn.execute(compiled.install_sql())
+        if shadow:
+            conn.execute(compiled.stage_sql())
+            conn.execute(query("start_shadow"), {"org_id": org_id, "version": policy.version})
+        else:
+            conn.execute(compiled.install_sql())
         conn.commit()
-    log.info("deployed policy %s for %s (%s)", policy.version, org_id, compiled.function_name)
+    log.info("%s policy %s for %s (%s)", "shadowing" if shadow else "deployed", policy.version, org_id,
+             compiled.function_name)  # fmt: skip
     return deployed(policy, compiled)
 
 

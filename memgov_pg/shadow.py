@@ -1,6 +1,7 @@
 """Shadow deployments and replays: what a candidate policy would decide, before it is
 enforced (docs/changing-policies.md). The decisions are PostgreSQL's
-(sql/035_shadow.sql); this module connects, stages the candidate and reads reports."""
+(sql/035_shadow.sql); this module reads reports, promotes and stops shadows, and
+stages a replay's candidate (``memgov deploy --shadow`` is memgov_pg.deploy's)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from typing import Any
 
 from .compiler import compile_policy
 from .db import connect
-from .deploy import Deployed, deployed, load, scope_of
+from .deploy import load, scope_of
 from .policy.durations import Duration, parse_duration
 from .resources import query
 
@@ -29,19 +30,6 @@ def parse_window(text: str) -> Duration:
         return parse_duration(f"{short.group(1)} {_SHORT_UNITS[short.group(2).lower()]}" if short else text)
     except ValueError as exc:
         raise ValueError(f"{exc} (or 30m, 12h, 7d, 2w)") from None
-
-
-def start(dsn: str, path: str | Path, tenant: str | None = None) -> Deployed:
-    """Install a candidate without activating it and shadow it, in one transaction."""
-    org_id = scope_of(tenant)
-    with connect(dsn) as conn:
-        policy = load(path, conn)
-        compiled = compile_policy(policy, org_id)
-        conn.execute(compiled.stage_sql())
-        conn.execute(query("start_shadow"), {"org_id": org_id, "version": policy.version})
-        conn.commit()
-    log.info("shadowing policy %s for %s (%s)", policy.version, org_id, compiled.function_name)
-    return deployed(policy, compiled)
 
 
 def report(dsn: str, tenant: str | None = None, examples: int = 3) -> dict[str, Any]:

@@ -81,6 +81,31 @@ rules:
     condition: {{metadata.purge: "yes"}}
     action: auto_delete
 """
+# The attack policy with read rules on top (the write rules are unscoped: they decide reads too).
+READ_RULES = """
+  - id: deny-untrusted-recall
+    priority: 1
+    when:
+      - {{field: operation_type, operator: eq, value: search}}
+      - {{field: context.source, operator: eq, value: untrusted}}
+    action: deny
+    reason_codes: [UNTRUSTED_RECALL]
+  - id: hold-secret-searches
+    priority: 2
+    when:
+      - {{field: operation_type, operator: eq, value: search}}
+      - {{field: content.contains_secret, operator: eq, value: true}}
+    action: require_approval
+    reason_codes: [SECRET_SEARCH]
+  - id: withhold-sensitive
+    priority: 3
+    when:
+      - {{field: operation_type, operator: eq, value: get}}
+      - {{field: is_sensitive, operator: eq, value: true}}
+    action: deny
+    reason_codes: [SENSITIVE_RECALL]
+"""
+READ_POLICY = POLICY + READ_RULES
 GLOBAL_VERSION = "1.0.0"
 OTHER_VERSION = "7.0.0-globex"
 OTHER_SECRET = "GLOBEX-CONFIDENTIAL-RULE-TEXT"

@@ -113,9 +113,8 @@ def compile_command(policy: str, tenant: str | None, dsn: str | None) -> None:
 def deploy(policy: str, tenant: str | None, shadow: bool, dsn: str | None, as_json: bool) -> None:
     """Validate, compile and activate a policy in one transaction (--shadow: shadow it)."""
     from ..deploy import deploy as run_deploy
-    from ..shadow import start
 
-    result = (start if shadow else run_deploy)(resolve_dsn(dsn), policy, tenant)
+    result = run_deploy(resolve_dsn(dsn), policy, tenant, shadow=shadow)
     print_warnings(result.warnings)
     data = {"version": result.version, "tenant": result.org_id, "rules": result.rules, "shadow": shadow}
     scope = "global" if result.org_id == "*" else f"tenant {result.org_id}"

@@ -41,7 +41,7 @@ def main() -> None:
         with tempfile.TemporaryDirectory() as scratch:
             candidate = Path(scratch) / "candidate.yaml"
             candidate.write_text(candidate_policy(default), encoding="utf-8")
-            shadow.start(dsn, candidate)
+            deploy(dsn, candidate, shadow=True)
         shadow.stop(dsn)
         rows: list[tuple[str, ...]] = []
         for label, script in (("(3) single-row INSERTs, all stored", ALL_STORED),

@@ -21,6 +21,7 @@ from tests.attack_helpers import (
     ORG,
     OTHER,
     POLICY,
+    READ_POLICY,
     Logins,
     deploy_policies,
     deploy_policy,
@@ -32,32 +33,6 @@ from tests.attack_helpers import (
     unchanged,
 )
 from tests.decision_cases import wipe
-
-# The attack policy with read rules on top (the write rules are unscoped: they decide reads too).
-READ_RULES = """
-  - id: deny-untrusted-recall
-    priority: 1
-    when:
-      - {{field: operation_type, operator: eq, value: search}}
-      - {{field: context.source, operator: eq, value: untrusted}}
-    action: deny
-    reason_codes: [UNTRUSTED_RECALL]
-  - id: hold-secret-searches
-    priority: 2
-    when:
-      - {{field: operation_type, operator: eq, value: search}}
-      - {{field: content.contains_secret, operator: eq, value: true}}
-    action: require_approval
-    reason_codes: [SECRET_SEARCH]
-  - id: withhold-sensitive
-    priority: 3
-    when:
-      - {{field: operation_type, operator: eq, value: get}}
-      - {{field: is_sensitive, operator: eq, value: true}}
-    action: deny
-    reason_codes: [SENSITIVE_RECALL]
-"""
-READ_POLICY = POLICY + READ_RULES
 
 
 @pytest.fixture

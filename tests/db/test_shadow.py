@@ -21,6 +21,7 @@ from tests.attack_helpers import (
     ORG,
     OTHER,
     POLICY,
+    READ_POLICY,
     Logins,
     as_json,
     deploy_policies,
@@ -153,16 +154,7 @@ def test_the_global_shadow_sees_the_tenants_that_follow_the_global_policy_a_tena
 
 def test_reads_are_shadowed_with_the_candidates_read_rules(su, writer):
     insert(writer, item("allowed"))
-    read_rule = """
-  - id: deny-untrusted-recall
-    priority: 1
-    when:
-      - {{field: operation_type, operator: eq, value: search}}
-      - {{field: context.source, operator: eq, value: untrusted}}
-    action: deny
-    reason_codes: [UNTRUSTED_RECALL]
-"""
-    start_shadow(su, POLICY + read_rule)
+    start_shadow(su, READ_POLICY)
     assert len(writer.execute("SELECT * FROM memgov.search(%s)", (Jsonb({"context_source": "untrusted"}),)).fetchall())
     got = report(su)
     assert got["decisions"] == 1
@@ -495,3 +487,15 @@ def test_status_shows_the_running_shadows(su, memgov_dsn, writer):
     assert f"global {CANDIDATE_VERSION} (1 decisions)" in text
     su.execute("SELECT memgov.stop_shadow('*')")
     assert json.loads(run_memgov("status", "--json", "--dsn", memgov_dsn).stdout)["shadows"] == []
+
+
+def test_the_decision_taken_again_on_approval_is_shadowed_too(su, writer, login, logins):
+    start_shadow(su)
+    held = insert(writer, item("held")).fetchone()[0]
+    login(logins.reviewer).execute("SELECT memgov.approve(%s)", (request_of(su, held),))
+    rows = [r for r in shadowed(su) if r[2] == held]
+    assert [(r[1], r[3], r[8]) for r in rows] == [
+        ("remember", "require_approval", "allow"),  # the write
+        ("remember", "require_approval", "allow"),  # the approval's second decision
+    ]
+    assert report(su)["decisions"] == 2
