@@ -32,7 +32,7 @@ from .errors import (
 from .policy import PolicyValidationError
 from .tenants import InvalidTenantId
 
-__version__ = "0.1.0"
+__version__ = "0.2.0.dev0"
 
 __all__ = [
     "BusyError",

@@ -532,3 +532,22 @@ SELECT to_regprocedure('memgov.verify_decision_log(bigint, text)') IS NOT NULL A
 -- name: verify_decision_log
 -- `memgov verify-log`: the hash chain recomputed, with an optional anchor (memgov_admin).
 SELECT memgov.verify_decision_log(%(anchor_seal_id)s::bigint, %(anchor_hash)s::text) AS report;
+
+-- name: schema_routines
+-- Every routine of schema memgov as PostgreSQL prints it, in creation order, for
+-- scripts/revision-sql (memgov_pg/revisions.py). Compiled policies are data, not schema.
+SELECT p.oid::pg_catalog.regprocedure::text                             AS signature,
+       CASE p.prokind WHEN 'p' THEN 'PROCEDURE' ELSE 'FUNCTION' END     AS kind,
+       pg_catalog.pg_get_functiondef(p.oid)                             AS definition,
+       coalesce(pg_catalog.pg_get_function_result(p.oid), '')           AS result,
+       pg_catalog.pg_get_function_arguments(p.oid)                      AS arguments,
+       pg_catalog.pg_get_userbyid(p.proowner)                           AS owner,
+       coalesce((SELECT array_agg(CASE a.grantee WHEN 0 THEN 'PUBLIC'
+                                  ELSE quote_ident(pg_catalog.pg_get_userbyid(a.grantee)) END ORDER BY 1)
+                   FROM pg_catalog.aclexplode(coalesce(p.proacl, pg_catalog.acldefault('f', p.proowner))) a
+                  WHERE a.privilege_type = 'EXECUTE' AND a.grantee <> p.proowner), '{}') AS grantees,
+       pg_catalog.obj_description(p.oid, 'pg_proc')                     AS comment
+  FROM pg_catalog.pg_proc p
+ WHERE p.pronamespace = 'memgov'::regnamespace
+   AND p.proname !~ '^policy_[0-9a-f]{16}'
+ ORDER BY p.oid;

@@ -104,3 +104,17 @@ def test_a_revision_the_history_does_not_know_is_one_error_line(empty_dsn):
     result = run_memgov("migrate", "--dsn", empty_dsn)
     assert_one_line_error(result, "alembic:", "0004_feedback_retention")
     assert current_revision(empty_dsn) == "0004_feedback_retention"
+
+
+def test_each_revision_s_downgrade_restores_the_schema_before_it(empty_dsn):
+    from memgov_pg.migrate import shipped_revisions
+
+    revisions = list(reversed(shipped_revisions()))  # oldest first
+    dumps = {}
+    for revision in revisions:
+        upgrade(empty_dsn, revision)
+        dumps[revision] = schema_dump(empty_dsn)
+    for newer, older in zip(reversed(revisions), list(reversed(revisions))[1:], strict=False):
+        downgrade(empty_dsn, older)
+        assert current_revision(empty_dsn) == older
+        assert_same_schema(dumps[older], schema_dump(empty_dsn), older, f"{newer} downgraded")
