@@ -5,30 +5,38 @@ PYTEST ?= $(BIN)/python -m pytest
 
 .PHONY: setup demo test test-fast bench lint up down clean
 
+# scripts/setup installs what a target needs: `demo` PostgreSQL 15 + pg_cron,
+# `test` also plpgsql_check (its tests are skipped when it cannot be installed).
 setup:
-	@scripts/setup
+	@scripts/setup test
 
 ## Set everything up, start the embedded cluster, migrate, deploy, run the demo.
-demo: setup
+demo:
+	@scripts/setup demo
 	@$(BIN)/memgov up >/dev/null
 	@$(BIN)/memgov demo
 
 ## The whole test suite against a real PostgreSQL 15 with pg_cron.
-test: setup
+test:
+	@scripts/setup test
 	$(PYTEST) $(PYTEST_ARGS)
 
-test-fast: setup
+test-fast:
+	@scripts/setup test
 	$(PYTEST) -m "not slow" $(PYTEST_ARGS)
 
-bench: setup
+bench:
+	@scripts/setup demo
 	@scripts/bench
 
-lint: setup
+lint:
+	@scripts/setup demo
 	$(BIN)/ruff check memgov_pg tests alembic scripts
 	$(BIN)/ruff format --check memgov_pg tests alembic
 	$(BIN)/mypy memgov_pg
 
-up: setup
+up:
+	@scripts/setup demo
 	@$(BIN)/memgov up
 
 down:

@@ -422,8 +422,7 @@ def test_revision_without_memgovs_branch_in_the_host_has_no_depends_on(tmp_path)
 
 
 @pytest.mark.parametrize("function", ["memgov.undeploy_policy(text, text)", "memgov.activate_policy(text, text)"])
-def test_the_activation_functions_pass_plpgsql_check(db_conn, function):
-    db_conn.execute("CREATE EXTENSION IF NOT EXISTS plpgsql_check")
+def test_the_activation_functions_pass_plpgsql_check(db_conn, plpgsql_check, function):
     errors = db_conn.execute(
         "SELECT level, message FROM plpgsql_check_function_tb(%s::regprocedure) WHERE level = 'error'", (function,)
     ).fetchall()

@@ -127,8 +127,7 @@ def test_compile_output_run_by_psql_deploys(memgov_dsn, db_conn):
     assert evaluate(memgov_dsn, ITEM | {"category": "temporary_context"})["reason_codes"] == ["NOT_LONG_TERM"]
 
 
-def test_compiled_functions_pass_plpgsql_check(memgov_dsn, db_conn):
-    db_conn.execute("CREATE EXTENSION IF NOT EXISTS plpgsql_check")
+def test_compiled_functions_pass_plpgsql_check(memgov_dsn, db_conn, plpgsql_check):
     for path in shipped_policy_files():
         reset_policies(db_conn)
         compiled = compile_policy(load_policy(path.read_bytes(), filename=str(path)))

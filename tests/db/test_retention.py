@@ -846,8 +846,7 @@ def test_prunes_its_own_pg_cron_history_when_it_can_see_it(admin, memgov_dsn):
 # -- static check -------------------------------------------------------------------------------
 
 
-def test_feedback_and_retention_code_passes_plpgsql_check(db_conn):
-    db_conn.execute("CREATE EXTENSION IF NOT EXISTS plpgsql_check")
+def test_feedback_and_retention_code_passes_plpgsql_check(db_conn, plpgsql_check):
     routines = [
         "memgov.memory_for_feedback(uuid)",
         "memgov.record_feedback(memgov.long_term_memory_items, text, numeric, text)",
