@@ -43,17 +43,23 @@ def pg_regex_checker(conn: psycopg.Connection[Any]) -> RegexChecker:
     return check
 
 
+def policy_file(path: str | Path) -> Path:
+    """The file of a policy: ``path`` when it exists; else a name such as ``default`` or
+    ``examples/memproof`` names a policy shipped with memgov-pg (its tests are beside it)."""
+    given = Path(path)
+    if given.exists():
+        return given
+    shipped = shipped_policy(str(path))
+    if shipped is None:
+        names = ", ".join(shipped_policy_names()) or "none"
+        raise MemgovError(f"cannot read policy {path}: no such file, nor a shipped policy ({names})")
+    return shipped
+
+
 def read_policy(path: str | Path) -> bytes:
-    """A policy file's bytes; a name such as ``default`` or ``examples/memproof`` that is
-    not a file names a policy shipped with memgov-pg."""
+    """A policy file's bytes, found by :func:`policy_file`."""
     try:
-        return Path(path).read_bytes()
-    except FileNotFoundError:
-        shipped = shipped_policy(str(path))
-        if shipped is None:
-            names = ", ".join(shipped_policy_names()) or "none"
-            raise MemgovError(f"cannot read policy {path}: no such file, nor a shipped policy ({names})") from None
-        return shipped.read_bytes()
+        return policy_file(path).read_bytes()
     except OSError as exc:
         raise MemgovError(f"cannot read policy {path}: {exc.strerror or exc}") from None
 

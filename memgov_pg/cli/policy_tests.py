@@ -23,12 +23,15 @@ from .base import cli, dsn_option, json_option, to_json
 def test_command(policy: str, tests: tuple[str, ...], junit_file: str | None, dsn: str | None, as_json: bool) -> None:
     """Decide the cases of TESTS (default: POLICY's <name>.test.yaml) by POLICY; exit 1 on a failure.
 
-    The policy is compiled and installed in a transaction that is rolled back: nothing
-    is deployed. Needs a superuser connection (the embedded cluster's).
+    POLICY is a file, or the name of a shipped policy as `memgov deploy` takes it
+    (`default`, `examples/memproof`), whose tests are shipped beside it. The policy is
+    compiled and installed in a transaction that is rolled back: nothing is deployed.
+    Needs a superuser connection (the embedded cluster's).
     """
+    from ..deploy import policy_file
     from ..policy_tests import junit, run, tests_beside
 
-    files = list(tests) or [str(tests_beside(policy))]
+    files = list(tests) or [str(tests_beside(policy_file(policy)))]
     if not tests and not Path(files[0]).is_file():
         raise MemgovError(f"no test file: {files[0]} does not exist (name the test files after the policy)")
     outcomes = run(resolve_dsn(dsn), policy, files)

@@ -56,6 +56,29 @@ def test_every_shipped_policy_passes_its_tests(memgov_dsn, policy):
     assert " 0 failed" in result.stdout
 
 
+@pytest.mark.parametrize("name", ["default", "examples/memproof", "examples/memproof.yaml"])
+def test_a_shipped_policy_is_tested_by_name_as_deploy_takes_it(memgov_dsn, tmp_path, name):
+    # from a directory holding no policy: the name resolves to the shipped file and its tests
+    stem = name.removesuffix(".yaml")
+    cases = yaml.safe_load((ROOT / "policies" / f"{stem}.test.yaml").read_text())["cases"]
+    result = run_memgov("test", name, "--json", "--dsn", memgov_dsn, cwd=tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    report = json.loads(result.stdout)
+    assert (report["passed"], report["failed"]) == (len(cases), 0)
+    assert {case["file"] for case in report["cases"]} == {str(ROOT / "policies" / f"{stem}.test.yaml")}
+
+
+def test_a_file_of_that_name_wins_over_the_shipped_policy(memgov_dsn, tmp_path):
+    (tmp_path / "default").write_text((ROOT / "policies" / "default.yaml").read_text())
+    assert_one_line_error(run_memgov("test", "default", "--dsn", memgov_dsn, cwd=tmp_path),
+                          "default.test.yaml does not exist")  # fmt: skip
+
+
+def test_an_unknown_name_lists_the_shipped_policies(memgov_dsn, tmp_path):
+    assert_one_line_error(run_memgov("test", "nosuch", "--dsn", memgov_dsn, cwd=tmp_path),
+                          "no such file, nor a shipped policy (default, examples/memproof")  # fmt: skip
+
+
 def test_a_failing_case_shows_the_difference_and_exits_1(memgov_dsn, db_conn, tmp_path):
     tests = tmp_path / "wrong.test.yaml"
     tests.write_text(FAILING)
