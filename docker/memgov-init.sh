@@ -2,6 +2,7 @@
 # The one-shot `memgov` service of docker-compose.yml: every step is idempotent, so
 # `docker compose up` may run it again on an existing database.
 set -eu
-memgov migrate
+# --wait: the healthcheck may pass a moment before the server accepts this container's connections
+memgov migrate --wait "${MEMGOV_WAIT:-60}"
 memgov deploy "${MEMGOV_POLICY:-default}"
 memgov retention schedule

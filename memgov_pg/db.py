@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 from pathlib import Path
 from typing import Any
 
 import psycopg
-from psycopg import conninfo
+from psycopg import conninfo, pq
 
 from .errors import ConnectionFailed
 
@@ -96,3 +97,35 @@ def connect(dsn: str, **kwargs: Any) -> psycopg.Connection[Any]:
         info = conn.info
         log.info("connected to %s:%s/%s as %s", info.host, info.port, info.dbname, info.user)
     return conn
+
+
+def wait_for_server(dsn: str, seconds: float) -> None:
+    """Return once the server of ``dsn`` answers, waiting for at most ``seconds``.
+
+    The server is asked as ``pg_isready`` asks it (libpq's ``PQping``): while nothing
+    listens yet, or the server is still starting up, it is asked again every half second.
+    A server that answers is not waited for, even when it will refuse the login: the
+    connection that follows says why. When the time is up, raises the connection's own
+    error, one line, saying how long it waited.
+    """
+    try:
+        probe = conninfo.make_conninfo(dsn, connect_timeout=10)
+    except psycopg.Error:
+        return  # connect() reports the invalid DSN
+    deadline = time.monotonic() + seconds
+    waiting = False
+    while True:
+        state = pq.PGconn.ping(probe.encode())
+        if state in (pq.Ping.OK, pq.Ping.NO_ATTEMPT):
+            return
+        left = deadline - time.monotonic()
+        if left <= 0:
+            break
+        if not waiting:
+            log.info("waiting up to %g s for %s to accept connections", seconds, describe(dsn))
+            waiting = True
+        time.sleep(min(0.5, left))
+    try:
+        connect(dsn).close()
+    except ConnectionFailed as exc:
+        raise ConnectionFailed(f"{exc} (waited {seconds:g} s)") from None

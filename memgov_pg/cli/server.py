@@ -48,9 +48,17 @@ def version_table_option(func: F) -> F:
 @cli.command()
 @dsn_option
 @click.option("--revision", default="head", show_default=True, help="Alembic revision to upgrade to.")
+@click.option(
+    "--wait",
+    metavar="SECONDS",
+    type=click.FloatRange(min=0),
+    default=0,
+    help="Wait up to SECONDS for a server that is not listening yet or still starting up "
+    "(a container just started); default: fail at once.",
+)
 @version_table_option
 @json_option
-def migrate(dsn: str | None, revision: str, version_table: str | None, as_json: bool) -> None:
+def migrate(dsn: str | None, revision: str, wait: float, version_table: str | None, as_json: bool) -> None:
     """Upgrade the memgov schema to head (Alembic).
 
     memgov records its revision in its own table. When a host project's Alembic
@@ -58,9 +66,13 @@ def migrate(dsn: str | None, revision: str, version_table: str | None, as_json: 
     the host owns it: this command then changes nothing and says so, and fails
     with one line if memgov is behind (run `alembic upgrade memgov@head` there).
     """
+    from ..db import wait_for_server
     from ..migrate import migrate as run_migrate
 
-    done = run_migrate(resolve_dsn(dsn), revision, version_table)
+    target = resolve_dsn(dsn)
+    if wait:
+        wait_for_server(target, wait)
+    done = run_migrate(target, revision, version_table)
     data = {"from": done.before, "to": done.after, "version_table": done.version_table, "host_owned": done.host_owned}
 
     def text(d: dict[str, Any]) -> None:

@@ -21,7 +21,10 @@ def test_compose_database_has_pg_cron_and_a_healthcheck():
     args = " ".join(db["command"])
     assert "shared_preload_libraries=pg_cron" in args
     assert f"cron.database_name={db['environment']['POSTGRES_DB']}" in args
-    assert "pg_isready" in db["healthcheck"]["test"]
+    check = db["healthcheck"]["test"]
+    assert check[:2] == ["CMD", "pg_isready"], check
+    # over TCP: the unix socket answers during the image's init-only server, which has no port
+    assert check[check.index("-h") + 1] == "127.0.0.1", check
 
 
 def test_database_image_creates_pg_cron_at_init():
@@ -44,6 +47,9 @@ def test_compose_one_shot_service_waits_for_health_then_migrates_deploys_schedul
     script = (REPO / "docker" / "memgov-init.sh").read_text(encoding="utf-8").splitlines()
     steps = [line.split()[:2] for line in script if line.startswith("memgov ")]
     assert steps == [["memgov", "migrate"], ["memgov", "deploy"], ["memgov", "retention"]]
+    # the first connection waits, bounded, for a server that is not listening yet
+    (migrate,) = [line.split() for line in script if line.startswith("memgov migrate")]
+    assert migrate[2] == "--wait" and migrate[3] == '"${MEMGOV_WAIT:-60}"', migrate
     dockerfile = (REPO / "Dockerfile").read_text(encoding="utf-8")
     assert "pip install" in dockerfile and "memgov-init" in dockerfile
 
