@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import psycopg
@@ -96,6 +99,19 @@ def test_embedded_cluster_up_migrate_down(tmp_path):
         again = run_memgov("up", "--json", env=env)
         assert again.returncode == 0, again.stderr
         assert json.loads(again.stdout)["dsn"] == info["dsn"]
+        # without --json it prints the DSN and nothing else, so that `psql "$(memgov up)"` works
+        text = run_memgov("up", env=env)
+        assert text.returncode == 0, text.stderr
+        assert text.stdout == info["dsn"] + "\n", text.stdout
+        psql = subprocess.run(
+            ["bash", "-c", 'psql "$(memgov up)" -X -At -c "SELECT current_database(), current_user"'],
+            capture_output=True,
+            text=True,
+            env=_env_with_memgov() | env,
+            timeout=120,
+        )
+        assert psql.returncode == 0, psql.stderr
+        assert psql.stdout.strip() == "memgov|postgres"
     finally:
         down = run_memgov("down", env=env)
     assert down.returncode == 0, down.stderr
@@ -103,6 +119,45 @@ def test_embedded_cluster_up_migrate_down(tmp_path):
     stopped = run_memgov("status", env=env)
     assert_one_line_error(stopped, "memgov up")
     shutil.rmtree(Path(info["datadir"]).parent, ignore_errors=True)
+
+
+def _env_with_memgov() -> dict[str, str]:
+    """The environment with this venv's `memgov` first on the PATH, no MEMGOV_DSN / MEMGOV_HOME."""
+    env = {k: v for k, v in os.environ.items() if k not in ("MEMGOV_DSN", "MEMGOV_HOME")}
+    return env | {"PATH": f"{Path(sys.executable).parent}:{env.get('PATH', '/usr/bin:/bin')}"}
+
+
+@pytest.mark.parametrize(
+    ("shell", "line"),
+    [
+        ("bash", "complete -o nosort -F _memgov_completion memgov"),
+        ("zsh", "#compdef memgov"),
+        ("fish", "complete --no-files --command memgov"),
+    ],
+)
+def test_shell_completion_scripts_as_the_docs_load_them(shell, line):
+    script = subprocess.run(["memgov"], capture_output=True, text=True,
+                            env=_env_with_memgov() | {"_MEMGOV_COMPLETE": f"{shell}_source"})  # fmt: skip
+    assert script.returncode == 0, script.stderr
+    assert line in script.stdout, script.stdout
+
+
+def test_the_bash_completion_completes_commands():
+    # the line of docs/operations.md, then what bash does on `memgov mig<TAB>` and `memgov retention <TAB>`
+    script = """
+        eval "$(_MEMGOV_COMPLETE=bash_source memgov)"
+        for words in "memgov mig" "memgov retention "; do
+            read -ra COMP_WORDS <<< "$words"
+            [ "${words: -1}" = " " ] && COMP_WORDS+=("")
+            COMP_CWORD=$((${#COMP_WORDS[@]} - 1))
+            COMPREPLY=()
+            _memgov_completion memgov
+            echo "${COMPREPLY[*]}"
+        done
+    """
+    completed = subprocess.run(["bash", "-c", script], capture_output=True, text=True, env=_env_with_memgov())
+    assert completed.returncode == 0, completed.stderr
+    assert completed.stdout.splitlines() == ["migrate", "run schedule unschedule"], completed.stdout
 
 
 def test_search_prints_what_the_policy_lets_the_login_recall(memgov_dsn, db_conn):
