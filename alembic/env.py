@@ -7,8 +7,8 @@ with an application's own Alembic history and survives ``downgrade base``.
 
 This environment serves ``memgov migrate`` and ``alembic`` run from this
 repository. A host project that puts memgov's revisions into its own history
-runs them through its own env.py and version table (README, "Alembic and
-SQLAlchemy"; tests/host_project/); ``memgov migrate`` then leaves them alone.
+runs them through its own env.py and version table (docs/alembic.md;
+tests/host_project/); ``memgov migrate`` then leaves them alone.
 """
 
 from __future__ import annotations

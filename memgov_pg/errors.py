@@ -17,7 +17,7 @@ Decision = dict[str, Any]
 
 
 class ExitCode(IntEnum):
-    """The exit status of every ``memgov`` command (README, Operations: "Exit codes").
+    """The exit status of every ``memgov`` command (docs/operations.md, "Exit codes").
 
     ``memgov status --check`` is the one exception, a monitoring probe: 0 healthy,
     1 degraded, 2 unreachable.

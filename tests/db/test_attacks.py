@@ -962,7 +962,10 @@ def test_12_readme_claims_match_the_behaviour(su, writer):
             "SELECT count(*) FROM memgov.long_term_memory_items WHERE status = 'pending_approval'"
         ).fetchone() == (0,), "README says pending rows are invisible to readers; the writer sees them"
     assert "could attach its own trigger" not in readme, "README still states the TEMP-table bypass as a limit"
-    assert "## Security" in readme, "README has no Security section (threat model, tenant binding, doctor, verify-log)"
+    assert "(docs/security.md)" in readme, "README does not link the security model"
+    security = (ROOT / "docs" / "security.md").read_text(encoding="utf-8")
+    for section in ("## Threat model", "## Tenant binding", "## memgov doctor", "## The decision log"):
+        assert section in security, f"docs/security.md has no section {section!r}"
 
 
 # == 13. the tenant and the login ==============================================================

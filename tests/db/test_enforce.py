@@ -1,4 +1,4 @@
-"""The write path (README, "The write path"): every action × operation × mode, as a writer role
+"""The write path (docs/reference.md, "Actions"): every action × operation × mode, as a writer role
 that does not own the table, through plain SQL as psql or any client sends it."""
 
 from __future__ import annotations

@@ -79,7 +79,7 @@ def downgrade() -> None:
 
 
 def copy_project(tmp_path: Path) -> Path:
-    """The sample project in ``tmp_path``, its alembic.ini as the README shows it: the
+    """The sample project in ``tmp_path``, its alembic.ini as docs/alembic.md shows it: the
     package-resource path resolves in this editable install (memgov_pg/alembic links
     to the repository's alembic/) as it does from a wheel (the test below)."""
     project = tmp_path / "host_project"

@@ -1,36 +1,98 @@
-"""The built wheel carries the SQL, the Alembic scripts, the shipped policies, the schema and the
-licence, and works on its own: installed into a fresh venv, run from outside the repository, it
-migrates, deploys the shipped default policy, decides an item and passes `status --check`."""
+"""The wheel, built and installed by the commands of the README's "Install into your app", in a
+fresh venv: it carries the SQL, the Alembic scripts, the shipped policies and their tests, the
+schema and the licence, and works on its own: run from outside the repository, it migrates,
+deploys and tests the shipped default policy, schedules retention, decides an item, passes
+`status --check` and runs the README's Python tour."""
 
 from __future__ import annotations
 
 import json
+import shlex
+import shutil
 import subprocess
-import sys
 import venv
 import zipfile
+from dataclasses import dataclass
 from email.parser import Parser
 from pathlib import Path
 
 import pytest
+import yaml
 
 from memgov_pg import __version__
 from memgov_pg.migrate import current_revision, head_revision
 
 REPO = Path(__file__).resolve().parents[2]
+README = REPO / "README.md"
+
+#: the README's install commands, which this module runs as they are written
+INSTALL = [
+    "cd /path/to/memgov-pg",
+    "python3 -m pip wheel --no-deps --wheel-dir dist .",
+    "cd /path/to/your-app",
+    "pip install /path/to/memgov-pg/dist/memgov_pg-*.whl",
+]
+SET_UP = [
+    "export MEMGOV_DSN=postgresql://postgres@localhost:5432/app",
+    "memgov migrate",
+    "memgov deploy default",
+    "memgov test default",
+    "memgov retention schedule",
+]
+EXAMPLE_DSN = "postgresql://postgres@localhost:5432/app"
+#: what a copy of the checkout leaves out: local state, caches, builds
+LOCAL = (".git", ".venv", ".memgov", "dist", "build", "__pycache__", "*.egg-info", ".*_cache", ".hypothesis")
+
+
+def readme_block(section: str, language: str) -> str:
+    """The first ``language`` code block of the README's ``## section``."""
+    text = README.read_text(encoding="utf-8").split(f"\n## {section}\n", 1)[1].split("\n## ", 1)[0]
+    return text.split(f"```{language}\n", 1)[1].split("```", 1)[0]
+
+
+@dataclass(frozen=True)
+class Installed:
+    """Where the README's commands built and installed the wheel."""
+
+    clone: Path
+    app: Path
+    venv: Path
+    wheel: Path
+
+    def bash(self, lines: list[str], dsn: str | None = None) -> subprocess.CompletedProcess[str]:
+        """README lines as one bash script, in the app's directory with its venv first on the PATH."""
+        script = "\n".join(["set -euo pipefail", f"cd {self.app}", *lines])
+        script = script.replace("/path/to/memgov-pg", str(self.clone)).replace("/path/to/your-app", str(self.app))
+        if dsn is not None:
+            script = script.replace(EXAMPLE_DSN, shlex.quote(dsn))
+        env = {"PATH": f"{self.venv / 'bin'}:/usr/bin:/bin", "HOME": str(self.app), "VIRTUAL_ENV": str(self.venv)}
+        return subprocess.run(["bash", "-c", script], capture_output=True, text=True, env=env, cwd=self.app)
+
+
+def test_the_readme_shows_the_commands_this_module_runs():
+    assert readme_block("Install into your app", "sh").splitlines() == INSTALL + SET_UP
 
 
 @pytest.fixture(scope="module")
-def wheel(tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("dist")
-    build = subprocess.run(
-        [sys.executable, "-m", "build", "--wheel", "--outdir", str(out), str(REPO)],
-        capture_output=True,
-        text=True,
-    )
-    assert build.returncode == 0, build.stdout[-3000:] + build.stderr[-3000:]
-    (found,) = out.glob("memgov_pg-*.whl")
-    return found
+def installed(tmp_path_factory) -> Installed:
+    """A copy of the checkout, an empty app directory and a fresh venv (the app's), then the
+    README's install commands: the wheel built in the copy, installed into the venv."""
+    base = tmp_path_factory.mktemp("install")
+    clone = base / "memgov-pg"
+    shutil.copytree(REPO, clone, symlinks=True, ignore=shutil.ignore_patterns(*LOCAL))
+    app = base / "your-app"
+    app.mkdir()
+    venv.EnvBuilder(with_pip=True).create(base / "venv")
+    done = Installed(clone, app, base / "venv", clone)
+    result = done.bash(INSTALL)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    (wheel,) = (clone / "dist").glob("memgov_pg-*.whl")
+    return Installed(clone, app, base / "venv", wheel)
+
+
+@pytest.fixture(scope="module")
+def wheel(installed) -> Path:
+    return installed.wheel
 
 
 def test_wheel_contains_sql_and_migrations(wheel):
@@ -63,59 +125,43 @@ def test_wheel_metadata_has_one_version_and_runtime_dependencies_only(wheel):
     assert names == ["alembic", "click", "psycopg", "psycopg-pool", "pyyaml", "rich", "sqlalchemy"], names
 
 
-@pytest.fixture(scope="module")
-def installed(wheel, tmp_path_factory) -> Path:
-    """A fresh venv with only the wheel (and its dependencies) installed."""
-    env_dir = tmp_path_factory.mktemp("venv")
-    venv.EnvBuilder(with_pip=True).create(env_dir)
-    pip = subprocess.run(
-        [str(env_dir / "bin" / "python"), "-m", "pip", "install", "-q", str(wheel)],
-        capture_output=True,
-        text=True,
-    )
-    assert pip.returncode == 0, pip.stderr[-3000:]
-    return env_dir
-
-
 @pytest.mark.slow
-def test_installed_wheel_migrates_deploys_evaluates_and_checks(installed, empty_dsn, tmp_path):
-    # run from an empty directory, with no access to the checkout: nothing of it can be found
-    workdir = tmp_path / "elsewhere"
-    workdir.mkdir()
+def test_installed_wheel_migrates_deploys_tests_evaluates_and_checks(installed, empty_dsn, requires_pg_cron):
+    # the README's commands, from the app's directory, which holds nothing of the checkout
+    result = installed.bash(SET_UP, dsn=empty_dsn)
+    try:
+        assert result.returncode == 0, result.stdout + result.stderr
+        assert current_revision(empty_dsn) == head_revision()
+        assert "deployed 1.0.0" in result.stdout, result.stdout
+        cases = len(_cases("default"))
+        assert f"default: {cases} passed, 0 failed" in result.stdout, result.stdout
 
-    def memgov(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [str(installed / "bin" / "memgov"), *args, "--dsn", empty_dsn],
-            capture_output=True,
-            text=True,
-            cwd=workdir,
-            env={"PATH": "/usr/bin:/bin", "HOME": str(workdir)},
-        )
+        def memgov(*args: str) -> subprocess.CompletedProcess[str]:
+            return installed.bash([shlex.join(["memgov", *args, "--dsn", empty_dsn])])
 
-    result = memgov("migrate")
-    assert result.returncode == 0, result.stderr
-    assert current_revision(empty_dsn) == head_revision()
+        item = {"org_id": "acme", "category": "user_fact", "fact_text": "api_key = sk-live-0123456789abcdefABCDEF",
+                "source": "agent_extracted", "confidence": 0.9}  # fmt: skip
+        result = memgov("evaluate", "--json", "--item", json.dumps(item))
+        assert result.returncode == 0, result.stderr
+        decision = json.loads(result.stdout)
+        assert decision["action"] == "deny", decision
+        assert "block-secrets" in decision["matched_rule_ids"], decision
 
-    result = memgov("deploy", "default")
-    assert result.returncode == 0, result.stderr
-    assert "1.0.0" in result.stdout, result.stdout
+        result = memgov("status", "--check")
+        assert result.returncode == 0, result.stdout + result.stderr
+        assert result.stdout.startswith("healthy: "), result.stdout
 
-    item = {"org_id": "acme", "category": "user_fact", "fact_text": "api_key = sk-live-0123456789abcdefABCDEF",
-            "source": "agent_extracted", "confidence": 0.9}  # fmt: skip
-    result = memgov("evaluate", "--json", "--item", json.dumps(item))
-    assert result.returncode == 0, result.stderr
-    decision = json.loads(result.stdout)
-    assert decision["action"] == "deny", decision
-    assert "block-secrets" in decision["matched_rule_ids"], decision
+        # the README's Python tour, as it is written
+        tour = installed.bash([f"export MEMGOV_DSN={shlex.quote(empty_dsn)}", "python - <<'TOUR'",
+                               readme_block("A Python tour", "python"), "TOUR"])  # fmt: skip
+        assert tour.returncode == 0, tour.stderr
+        assert tour.stdout.splitlines() == ["allow", "['block-secrets']", "['Prefers green tea']"]
 
-    result = memgov("status", "--check")
-    assert result.returncode == 0, result.stdout + result.stderr
-    assert result.stdout.startswith("healthy: "), result.stdout
+        located = installed.bash(["python -c 'import memgov_pg.resources as r; print(r.sql_dir())'"])
+        assert located.stdout.strip().startswith(str(installed.venv)), located.stdout
+    finally:
+        installed.bash([shlex.join(["memgov", "retention", "unschedule", "--dsn", empty_dsn])])
 
-    located = subprocess.run(
-        [str(installed / "bin" / "python"), "-c", "import memgov_pg.resources as r; print(r.sql_dir())"],
-        capture_output=True,
-        text=True,
-        cwd=workdir,
-    )
-    assert located.stdout.strip().startswith(str(installed)), located.stdout
+
+def _cases(name: str) -> list[object]:
+    return list(yaml.safe_load((REPO / "policies" / f"{name}.test.yaml").read_text())["cases"])
