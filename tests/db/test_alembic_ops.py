@@ -25,6 +25,7 @@ from memgov_pg.alembic_ops import version_location
 from memgov_pg.cluster import find_bindir
 from memgov_pg.db import connect
 from memgov_pg.errors import MemgovError
+from memgov_pg.migrate import head_revision
 from tests.attack_helpers import connect_login, refused, unchanged
 from tests.cli_helpers import assert_one_line_error, raises_sqlstate, run_memgov
 from tests.decision_cases import reset_policies
@@ -228,7 +229,7 @@ def offline_sql(run: Any) -> str:
 def test_offline_sql_run_by_psql_deploys_and_undeploys(db_conn, memgov_dsn):
     deploy_sql = offline_sql(lambda op: (op.deploy_memory_policy(policy_text("1.0.0")),
                                          op.deploy_memory_policy(policy_text("2.0.0"))))  # fmt: skip
-    assert "memgov.install_policy(" in deploy_sql
+    assert "memgov.stage_policy(" in deploy_sql and "p_revision => true" in deploy_sql
     result = psql(memgov_dsn, "BEGIN;\n" + deploy_sql + "COMMIT;\n")
     assert result.returncode == 0, result.stderr
     assert active(db_conn) == "2.0.0"
@@ -353,7 +354,7 @@ def test_revision_writes_a_revision_that_embeds_the_policy(tmp_path, empty_dsn, 
     rev1 = load_module(path1)
     assert rev1.POLICY == first.read_text()
     assert rev1.down_revision is None
-    assert rev1.depends_on == "0001_initial"  # memgov's head: its schema exists first
+    assert rev1.depends_on == head_revision()  # memgov's head: its schema exists first
 
     out = run_memgov("revision", "--policy", str(second), "--config", str(root / "alembic.ini"), "--tenant", "acme")
     assert out.returncode == 0, out.stderr
@@ -421,7 +422,9 @@ def test_revision_without_memgovs_branch_in_the_host_has_no_depends_on(tmp_path)
     assert (module.down_revision, module.depends_on) == (None, None)
 
 
-@pytest.mark.parametrize("function", ["memgov.undeploy_policy(text, text)", "memgov.activate_policy(text, text)"])
+@pytest.mark.parametrize(
+    "function", ["memgov.undeploy_policy(text, text)", "memgov.activate_policy(text, text, boolean)"]
+)
 def test_the_activation_functions_pass_plpgsql_check(db_conn, function):
     db_conn.execute("CREATE EXTENSION IF NOT EXISTS plpgsql_check")
     errors = db_conn.execute(
