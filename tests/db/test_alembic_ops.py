@@ -25,7 +25,7 @@ from memgov_pg.alembic_ops import version_location
 from memgov_pg.cluster import find_bindir
 from memgov_pg.db import connect
 from memgov_pg.errors import MemgovError
-from memgov_pg.migrate import head_revision
+from memgov_pg.migrate import head_revision, upgrade
 from tests.attack_helpers import connect_login, refused, unchanged
 from tests.cli_helpers import assert_one_line_error, raises_sqlstate, run_memgov
 from tests.decision_cases import reset_policies
@@ -179,6 +179,63 @@ def test_undeploy_after_a_redeploy_of_an_older_version(engine, db_conn):
         assert op.undeploy_memory_policy("1.0.0") == "2.0.0"
         assert op.undeploy_memory_policy("2.0.0") == "1.0.0"
         assert op.undeploy_memory_policy("1.0.0") is None
+
+
+def test_undeploy_of_a_second_deploy_of_one_version_keeps_it(engine, db_conn, writer):
+    # two revisions deploy 1.0.0: undoing the second leaves the first's deploy, not none
+    for _ in range(2):
+        with engine.begin() as connection:
+            operations(connection).deploy_memory_policy(policy_text("1.0.0", "allow"))
+    with engine.begin() as connection:
+        assert operations(connection).undeploy_memory_policy("1.0.0") == "1.0.0"
+    assert active(db_conn) == "1.0.0"
+    conn = connect_login(db_conn.info.dsn, writer)
+    stored = conn.execute(
+        "INSERT INTO memgov.long_term_memory_items (org_id, category, fact_text, source, confidence)"
+        " VALUES ('acme', 'gossip', 'x', 'agent_extracted', 0.9) RETURNING status, policy_version"
+    ).fetchone()
+    conn.close()
+    assert stored == ("active", "1.0.0")  # decided by 1.0.0, not refused for want of a policy
+    with engine.begin() as connection:
+        assert operations(connection).undeploy_memory_policy("1.0.0") is None
+    assert active(db_conn) is None
+
+
+def test_undeploy_of_a_revision_that_deployed_the_active_version_keeps_it(engine, db_conn, memgov_dsn, tmp_path):
+    # `memgov deploy` made 1.0.0 active (and deploys it again: a no-op, recorded as nothing);
+    # then revisions deploy 1.0.0 and 2.0.0: downgrading both walks back to 1.0.0, not to none
+    path = tmp_path / "p.yaml"
+    path.write_text(policy_text("1.0.0", "allow"))
+    for _ in range(2):
+        assert run_memgov("deploy", str(path), env={"MEMGOV_DSN": memgov_dsn}).returncode == 0
+    with engine.begin() as connection:
+        op = operations(connection)
+        op.deploy_memory_policy(policy_text("1.0.0", "allow"))
+        op.deploy_memory_policy(policy_text("2.0.0", "require_approval"))
+    with engine.begin() as connection:
+        op = operations(connection)
+        assert op.undeploy_memory_policy("2.0.0") == "1.0.0"
+        assert op.undeploy_memory_policy("1.0.0") == "1.0.0"
+    assert active(db_conn) == "1.0.0"
+    assert decide(db_conn)["policy_version"] == "1.0.0"
+    history = db_conn.execute(
+        "SELECT version, previous_version, undoes IS NOT NULL FROM memgov.policy_activations ORDER BY activation_id"
+    ).fetchall()
+    assert history == [("1.0.0", None, False), ("1.0.0", "1.0.0", False), ("2.0.0", "1.0.0", False),
+                       ("1.0.0", "2.0.0", True), ("1.0.0", "1.0.0", True)]  # fmt: skip
+
+
+def test_a_revision_deploys_into_a_database_not_yet_at_memgovs_head(empty_dsn):
+    # a host revision may run before memgov's newest revision: it activates as that schema does
+    upgrade(empty_dsn, "0001_initial")
+    eng = sa.create_engine("postgresql+psycopg://", creator=lambda: connect(empty_dsn), poolclass=sa.pool.NullPool)
+    try:
+        with eng.begin() as connection:
+            operations(connection).deploy_memory_policy(policy_text("1.0.0", "allow"))
+    finally:
+        eng.dispose()
+    with psycopg.connect(empty_dsn, autocommit=True) as conn:
+        assert active(conn) == "1.0.0"
 
 
 def test_tenant_deploy_and_undeploy_leave_the_global_policy(engine, db_conn):
