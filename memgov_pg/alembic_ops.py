@@ -12,14 +12,18 @@ the same run is visible. The SQL goes straight to the psycopg connection (as
 :func:`memgov_pg.migrate.execute_sql` does), so ``:`` and ``%`` in the compiled
 PL/pgSQL bodies are never taken for bind parameters. Offline (``alembic upgrade
 --sql``) they print the statements that do the same when ``psql`` runs them: the
-compiler's ``memgov.install_policy(...)`` call with every body as a literal (the
-policy's regexes are then checked by Python, not by PostgreSQL), and
-``memgov.undeploy_policy(...)``.
+compiler's ``memgov.stage_policy(...)`` call with every body as a literal (the
+policy's regexes are then checked by Python, not by PostgreSQL) and the activation,
+and ``memgov.undeploy_policy(...)``.
 
-Undeploy re-activates the version that was active right before the latest
-activation of ``version`` (``memgov.policy_activations``), or leaves the scope with
-no active policy, where every write is denied. When ``version`` is not the active
-one nothing changes and PostgreSQL says so in a NOTICE.
+Each deploy is an activation of its own in ``memgov.policy_activations``, even of
+the version active already. Undeploy undoes the latest activation of ``version``
+that nothing has undone: it re-activates the version that was active right before
+it (the same one, for a deploy of the version active already), or leaves the scope
+with no active policy, where every write is denied. Downgrading revisions in the
+order Alembic does restores, revision by revision, the version each scope had before.
+When ``version`` is not the active one nothing changes and PostgreSQL says so in a
+NOTICE.
 
 :func:`version_location` is the directory of memgov's own revisions (the branch
 ``memgov``), for a host project's ``version_locations``.
@@ -124,7 +128,7 @@ def deploy_memory_policy(operations: Operations, operation: DeployMemoryPolicyOp
     if _offline(operations):
         # no database to ask: regexes are checked by Python; psql runs the same statement
         compiled = compile_policy(load_policy(source), scope_of(operation.tenant))
-        operations.get_context().impl.static_output(compiled.install_sql())
+        operations.get_context().impl.static_output(compiled.revision_sql())
         return None
     conn = _driver(operations)
     _check_schema(conn)

@@ -39,10 +39,20 @@ from .policy.vocabulary import COMPUTED, DECISION_RISK, SOURCES, Computed, compu
 from .sql_literals import dollar_quote, jsonb_literal, literal, text_array
 from .tenants import check_tenant_id, scope_text
 
-COMPILER_VERSION = "1"
+# 2: the sources: check decides writes only (remember, update, forget), never a read
+COMPILER_VERSION = "2"
 #: The line of a compiled decide body where memgov.rebuild_dispatch (sql/030_policy.sql)
 #: puts the routing to the tenants' policies when the body serves as memgov.decide.
 TENANT_ROUTING_MARKER = "    -- memgov:tenant-routing"
+
+#: The operations that claim the source of their row: the only ones the ``sources:`` check
+#: decides. A read (search, get) claims nothing.
+CLAIMING_OPERATIONS = ("remember", "update", "forget")
+#: The first two lines of the ``sources:`` check, right after the routing marker. Revision
+#: 0002_second_release rewrites the check of bodies compiled by compiler 1 (which tested every
+#: operation, reads included) from ``IF p_item.source IN (`` into this: keep them in step.
+SOURCE_CHECK_COMMENT = "    -- sources: which roles may claim which fact source (writes only: a read claims none)"
+SOURCE_CHECK_TEST = f"    IF p_operation IN ({', '.join(map(literal, CLAIMING_OPERATIONS))}) AND p_item.source IN ("
 
 # Dispatch on category by binary search once a branch list is longer than this.
 _LINEAR_DISPATCH_MAX = 4
@@ -229,6 +239,25 @@ class CompiledPolicy:
         """Install this version without activating it (a shadow's or a replay's candidate)."""
         return self._call("stage_policy")
 
+    def revision_sql(self) -> str:
+        """What a policy revision's upgrade runs: install this version and activate it as a
+        deploy of its own, recorded even when the version is active already, so that the
+        revision's downgrade (``memgov.undeploy_policy``) restores exactly the version that
+        was active before it."""
+        scope, version = literal(self.org_id), literal(self.policy.version)
+        # a database whose memgov is older than revision 0002_second_release (a host's
+        # revision may run before it) has no p_revision: the plain activation there
+        activate = (
+            "\nBEGIN\n"
+            "    IF to_regprocedure('memgov.activate_policy(text, text, boolean)') IS NULL THEN\n"
+            f"        PERFORM memgov.activate_policy({scope}, {version});\n"
+            "    ELSE\n"
+            f"        PERFORM memgov.activate_policy({scope}, {version}, p_revision => true);\n"
+            "    END IF;\n"
+            "END\n"
+        )
+        return self.stage_sql() + f"DO {dollar_quote(activate, 'activate')};\n"
+
     def _call(self, function: str) -> str:
         p = self.policy
         args = [
@@ -310,6 +339,12 @@ class _Emitter:
     def source_check(self) -> list[str]:
         """Only the roles of the policy's ``sources:`` map may claim a fact source.
 
+        A write claims the source of its row: ``remember`` and ``update`` the new row's,
+        ``forget`` the stored row's (removing a memory of a source is reserved to those who
+        may claim it: a writer may not forget a ``system_rule`` memory). A read claims
+        nothing: ``search`` and ``get`` are decided by the rules alone
+        (:data:`CLAIMING_OPERATIONS`).
+
         PL/pgSQL prepares each expression it evaluates once per transaction, and a
         single-row write is a transaction: a write of an unrestricted source evaluates
         one small test, and only a restricted one the role tests (their function calls
@@ -329,8 +364,8 @@ class _Emitter:
         if not refused:
             return []
         return [
-            "    -- sources: which roles may claim which fact source",
-            f"    IF p_item.source IN ({', '.join(restricted)}) THEN",
+            SOURCE_CHECK_COMMENT,
+            f"{SOURCE_CHECK_TEST}{', '.join(restricted)}) THEN",
             "        IF " + "\n           OR ".join(refused) + " THEN",
             f"            RETURN {self.decision('deny', ['SOURCE_NOT_PERMITTED'], [])};",
             "        END IF;",

@@ -138,7 +138,8 @@ def deploy_on(
     filename: str | None = None,
 ) -> Deployed:
     """Validate, compile, install and activate a policy on ``conn``, in its current
-    transaction: no connection of its own, no commit (an Alembic revision's deploy).
+    transaction: no connection of its own, no commit (an Alembic revision's deploy, recorded
+    as a deploy of its own even of the version active already: :meth:`CompiledPolicy.revision_sql`).
 
     ``source`` is what :func:`memgov_pg.policy.load_policy` takes: a path, YAML text, bytes.
     """
@@ -147,7 +148,7 @@ def deploy_on(
     policy = load_policy(source, filename=filename, regex_checker=checker)
     compiled = compile_policy(policy, org_id)
     with conn.cursor() as cur:
-        cur.execute(compiled.install_sql())
+        cur.execute(compiled.revision_sql())
     return deployed(policy, compiled)
 
 

@@ -147,7 +147,8 @@ CREATE POLICY tenant_isolation ON memgov.memory_policy_rules
 CREATE POLICY admin_read ON memgov.memory_policy_rules TO memgov_admin USING (true);
 
 -- Every change of a scope's active version, in order: memgov.activate_policy writes a row
--- when the active version changes, memgov.undeploy_policy one when it undoes an activation.
+-- when the active version changes and for every deploy of a policy revision (even of the
+-- version active already), memgov.undeploy_policy one when it undoes an activation.
 -- Undeploy reads it to find the version that was active right before a deploy (two deploys
 -- in one transaction share now(): the order is activation_id, never a timestamp). Only those
 -- two functions (as memgov_owner) write here; admins read it.
@@ -167,7 +168,8 @@ CREATE TABLE memgov.policy_activations (
         REFERENCES memgov.policy_activations (org_id, activation_id) ON DELETE CASCADE
 );
 COMMENT ON TABLE memgov.policy_activations IS
-    'Every change of the active policy version of an org_id (''*'' = global), in activation_id order';
+    'Every change of the active policy version of an org_id (''*'' = global), and every deploy '
+    'of a policy revision, in activation_id order';
 COMMENT ON COLUMN memgov.policy_activations.version IS 'the version active from then on; NULL = none';
 COMMENT ON COLUMN memgov.policy_activations.previous_version IS 'the version active right before; NULL = none';
 COMMENT ON COLUMN memgov.policy_activations.undoes IS

@@ -511,7 +511,10 @@ AS $$
 $$;
 
 -- Makes one deployed version the active one of its tenant and reroutes the dispatchers.
-CREATE FUNCTION memgov.activate_policy(p_org_id text, p_version text)
+-- The activation is recorded (memgov.policy_activations) when the active version changes,
+-- and for a policy revision's deploy (p_revision) always, even of the version active
+-- already: memgov.undeploy_policy, the revision's downgrade, then undoes that very deploy.
+CREATE FUNCTION memgov.activate_policy(p_org_id text, p_version text, p_revision boolean DEFAULT false)
 RETURNS text
 LANGUAGE plpgsql
 SECURITY DEFINER
@@ -533,8 +536,9 @@ BEGIN
      WHERE org_id = p_org_id AND active AND version <> p_version;
     UPDATE memgov.policy_versions SET active = true
      WHERE org_id = p_org_id AND version = p_version AND NOT active;
-    -- the history memgov.undeploy_policy reads: only a change of the active version
-    IF v_previous IS DISTINCT FROM p_version THEN
+    -- the history memgov.undeploy_policy reads: a change of the active version, and every
+    -- deploy of a policy revision (one of the version active already undoes to that version)
+    IF v_previous IS DISTINCT FROM p_version OR p_revision THEN
         INSERT INTO memgov.policy_activations (org_id, version, previous_version)
         VALUES (p_org_id, p_version, v_previous);
     END IF;
@@ -696,9 +700,11 @@ $$;
 
 -- Undoes the latest activation of a version (what a policy revision's downgrade runs):
 -- re-activates the version that was active right before it, or leaves the scope with no
--- active policy (every write is then denied: memgov.no_policy_decision). When p_version is
--- not the active version of the scope, nothing changes (a NOTICE says so). Returns the
--- version active afterwards (NULL: none). The undone version stays deployed.
+-- active policy (every write is then denied: memgov.no_policy_decision). A revision's deploy
+-- of the version that was active already is an activation of its own (memgov.activate_policy
+-- p_revision): undoing it leaves that version active. When p_version is not the active
+-- version of the scope, nothing changes (a NOTICE says so). Returns the version active
+-- afterwards (NULL: none). The undone version stays deployed.
 CREATE FUNCTION memgov.undeploy_policy(p_org_id text, p_version text)
 RETURNS text
 LANGUAGE plpgsql
@@ -740,11 +746,14 @@ BEGIN
         v_target := NULL;
     END IF;
 
-    UPDATE memgov.policy_versions SET active = false WHERE org_id = p_org_id AND active;
-    UPDATE memgov.policy_versions SET active = true WHERE org_id = p_org_id AND version = v_target;
     INSERT INTO memgov.policy_activations (org_id, version, previous_version, undoes)
     VALUES (p_org_id, v_target, p_version, v_activation.activation_id);
-    PERFORM memgov.rebuild_dispatch();
+    -- undoing a deploy of the version that was active already changes nothing else
+    IF v_target IS DISTINCT FROM p_version THEN
+        UPDATE memgov.policy_versions SET active = false WHERE org_id = p_org_id AND active;
+        UPDATE memgov.policy_versions SET active = true WHERE org_id = p_org_id AND version = v_target;
+        PERFORM memgov.rebuild_dispatch();
+    END IF;
     RETURN v_target;
 END
 $$;
@@ -800,7 +809,7 @@ $$;
 -- Privileges: deploying is memgov_admin's; the dry runs are every memgov role's, for its
 -- own tenant (admins: any). Everything else here is the engine's.
 GRANT EXECUTE ON FUNCTION
-    memgov.activate_policy(text, text),
+    memgov.activate_policy(text, text, boolean),
     memgov.install_policy(text, text, text, text, text, text, text, text, text, jsonb, jsonb),
     memgov.stage_policy(text, text, text, text, text, text, text, text, text, jsonb, jsonb),
     memgov.rollback_policy(text, text),

@@ -354,9 +354,12 @@ BEGIN
         v_decision := memgov.decide(v_item, v_operation, v_actor);
         -- forget rules apply to an update that makes a memory expire sooner (it is partly
         -- forgotten) and to one that takes it out of a hold (a legal hold is lifted by
-        -- changing the policy, never by changing the memory)
+        -- changing the policy, never by changing the memory); and an update claims the stored
+        -- row's source as well as the new row's (the sources: refusal of its forget): a writer
+        -- cannot rewrite a system_rule memory by calling it agent_extracted
         v_forget := memgov.decide(OLD, 'forget', v_actor);
-        IF memgov.shortens_life(OLD, NEW) OR (memgov.denied_by_rule(v_forget) AND NOT memgov.retention_held(NEW)) THEN
+        IF memgov.shortens_life(OLD, NEW) OR (memgov.denied_by_rule(v_forget) AND NOT memgov.retention_held(NEW))
+           OR (v_forget.reason_codes = ARRAY['SOURCE_NOT_PERMITTED'] AND cardinality(v_forget.matched_rule_ids) = 0) THEN
             v_decision := memgov.stricter(v_decision, v_forget);
         END IF;
         IF memgov.shadow_of(NEW.org_id) IS NOT NULL THEN

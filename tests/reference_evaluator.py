@@ -16,24 +16,32 @@ Semantics, from docs/policy.md:
   scope.
 * Relative times (``now() - N units``, ``older_than``) are ``now`` minus the
   duration, ``now`` being the transaction time the database used.
+* ``sources:``: a write claims the source of its row (``remember``, ``update``,
+  ``forget``); when the actor is a member of none of the roles the policy grants
+  that source (``"*"``: every role), the write is denied with SOURCE_NOT_PERMITTED
+  before anything else. A read (``search``, ``get``) claims no source: the rules
+  alone decide it.
 * ``strict``: if any field read by an enabled write rule is NULL, the write
   is denied with STRICT_INCOMPLETE before any rule runs; a miss is always
   ``deny``. ``monitor`` reports the action with ``enforced: false``.
 
 Out of scope, by design: the content detectors and the risk score (tested by
-their own corpora), and ``sources:`` grants (only the default grants, which a
-superuser always passes, are accepted). Regex patterns are run with Python's
-``re``: callers keep to patterns on which PostgreSQL's ARE flavour agrees.
+their own corpora). Role membership is the caller's ``member_of``. Regex patterns
+are run with Python's ``re``: callers keep to patterns on which PostgreSQL's ARE
+flavour agrees.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
-from memgov_pg.policy import Condition, Policy, RelativeTime, Rule, SourceGrants
+from memgov_pg.policy import Condition, Policy, RelativeTime, Rule
+
+#: The operations that claim the source of their row; a read (search, get) claims none.
+CLAIMING_OPERATIONS = frozenset({"remember", "update", "forget"})
 
 #: Policy field -> the item key (column of memgov.long_term_memory_items) it reads.
 ITEM_KEYS: Mapping[str, str] = {
@@ -169,11 +177,18 @@ def write_rules(policy: Policy) -> list[Rule]:
     )
 
 
-def evaluate(policy: Policy, row: Mapping[str, Any], operation: str, *, actor: str, now: dt.datetime) -> dict[str, Any]:
+def evaluate(
+    policy: Policy,
+    row: Mapping[str, Any],
+    operation: str,
+    *,
+    actor: str,
+    now: dt.datetime,
+    member_of: Callable[[str], bool],
+) -> dict[str, Any]:
     """The decision for ``row`` (the item with its defaults applied, Python
-    values: ``Decimal`` confidence, aware ``datetime`` times, ``dict`` metadata)."""
-    if policy.sources != SourceGrants():
-        raise NotImplementedError("the reference evaluator only knows the default sources: grants")
+    values: ``Decimal`` confidence, aware ``datetime`` times, ``dict`` metadata),
+    taken for ``actor``, a member of the roles for which ``member_of`` says so."""
     rules = write_rules(policy)
 
     def decision(action: str, reason_codes: list[str], rule_ids: list[str]) -> dict[str, Any]:
@@ -186,6 +201,11 @@ def evaluate(policy: Policy, row: Mapping[str, Any], operation: str, *, actor: s
             "enforced": policy.mode != "monitor",
         }
 
+    source = row.get("source")
+    if operation in CLAIMING_OPERATIONS and source is not None:
+        roles = policy.sources.roles_for(source)
+        if "*" not in roles and not any(member_of(role) for role in roles):
+            return decision("deny", ["SOURCE_NOT_PERMITTED"], [])
     if policy.mode == "strict":
         needed = set().union(*(rule_fields(r) for r in rules)) if rules else set()
         if any(field_value(f, row, operation, actor) is None for f in sorted(needed)):

@@ -25,6 +25,7 @@ from memgov_pg.alembic_ops import version_location
 from memgov_pg.cluster import find_bindir
 from memgov_pg.db import connect
 from memgov_pg.errors import MemgovError
+from memgov_pg.migrate import head_revision, upgrade
 from tests.attack_helpers import connect_login, refused, unchanged
 from tests.cli_helpers import assert_one_line_error, raises_sqlstate, run_memgov
 from tests.decision_cases import reset_policies
@@ -180,6 +181,63 @@ def test_undeploy_after_a_redeploy_of_an_older_version(engine, db_conn):
         assert op.undeploy_memory_policy("1.0.0") is None
 
 
+def test_undeploy_of_a_second_deploy_of_one_version_keeps_it(engine, db_conn, writer):
+    # two revisions deploy 1.0.0: undoing the second leaves the first's deploy, not none
+    for _ in range(2):
+        with engine.begin() as connection:
+            operations(connection).deploy_memory_policy(policy_text("1.0.0", "allow"))
+    with engine.begin() as connection:
+        assert operations(connection).undeploy_memory_policy("1.0.0") == "1.0.0"
+    assert active(db_conn) == "1.0.0"
+    conn = connect_login(db_conn.info.dsn, writer)
+    stored = conn.execute(
+        "INSERT INTO memgov.long_term_memory_items (org_id, category, fact_text, source, confidence)"
+        " VALUES ('acme', 'gossip', 'x', 'agent_extracted', 0.9) RETURNING status, policy_version"
+    ).fetchone()
+    conn.close()
+    assert stored == ("active", "1.0.0")  # decided by 1.0.0, not refused for want of a policy
+    with engine.begin() as connection:
+        assert operations(connection).undeploy_memory_policy("1.0.0") is None
+    assert active(db_conn) is None
+
+
+def test_undeploy_of_a_revision_that_deployed_the_active_version_keeps_it(engine, db_conn, memgov_dsn, tmp_path):
+    # `memgov deploy` made 1.0.0 active (and deploys it again: a no-op, recorded as nothing);
+    # then revisions deploy 1.0.0 and 2.0.0: downgrading both walks back to 1.0.0, not to none
+    path = tmp_path / "p.yaml"
+    path.write_text(policy_text("1.0.0", "allow"))
+    for _ in range(2):
+        assert run_memgov("deploy", str(path), env={"MEMGOV_DSN": memgov_dsn}).returncode == 0
+    with engine.begin() as connection:
+        op = operations(connection)
+        op.deploy_memory_policy(policy_text("1.0.0", "allow"))
+        op.deploy_memory_policy(policy_text("2.0.0", "require_approval"))
+    with engine.begin() as connection:
+        op = operations(connection)
+        assert op.undeploy_memory_policy("2.0.0") == "1.0.0"
+        assert op.undeploy_memory_policy("1.0.0") == "1.0.0"
+    assert active(db_conn) == "1.0.0"
+    assert decide(db_conn)["policy_version"] == "1.0.0"
+    history = db_conn.execute(
+        "SELECT version, previous_version, undoes IS NOT NULL FROM memgov.policy_activations ORDER BY activation_id"
+    ).fetchall()
+    assert history == [("1.0.0", None, False), ("1.0.0", "1.0.0", False), ("2.0.0", "1.0.0", False),
+                       ("1.0.0", "2.0.0", True), ("1.0.0", "1.0.0", True)]  # fmt: skip
+
+
+def test_a_revision_deploys_into_a_database_not_yet_at_memgovs_head(empty_dsn):
+    # a host revision may run before memgov's newest revision: it activates as that schema does
+    upgrade(empty_dsn, "0001_initial")
+    eng = sa.create_engine("postgresql+psycopg://", creator=lambda: connect(empty_dsn), poolclass=sa.pool.NullPool)
+    try:
+        with eng.begin() as connection:
+            operations(connection).deploy_memory_policy(policy_text("1.0.0", "allow"))
+    finally:
+        eng.dispose()
+    with psycopg.connect(empty_dsn, autocommit=True) as conn:
+        assert active(conn) == "1.0.0"
+
+
 def test_tenant_deploy_and_undeploy_leave_the_global_policy(engine, db_conn):
     with engine.begin() as connection:
         op = operations(connection)
@@ -228,7 +286,7 @@ def offline_sql(run: Any) -> str:
 def test_offline_sql_run_by_psql_deploys_and_undeploys(db_conn, memgov_dsn):
     deploy_sql = offline_sql(lambda op: (op.deploy_memory_policy(policy_text("1.0.0")),
                                          op.deploy_memory_policy(policy_text("2.0.0"))))  # fmt: skip
-    assert "memgov.install_policy(" in deploy_sql
+    assert "memgov.stage_policy(" in deploy_sql and "p_revision => true" in deploy_sql
     result = psql(memgov_dsn, "BEGIN;\n" + deploy_sql + "COMMIT;\n")
     assert result.returncode == 0, result.stderr
     assert active(db_conn) == "2.0.0"
@@ -353,7 +411,7 @@ def test_revision_writes_a_revision_that_embeds_the_policy(tmp_path, empty_dsn, 
     rev1 = load_module(path1)
     assert rev1.POLICY == first.read_text()
     assert rev1.down_revision is None
-    assert rev1.depends_on == "0001_initial"  # memgov's head: its schema exists first
+    assert rev1.depends_on == head_revision()  # memgov's head: its schema exists first
 
     out = run_memgov("revision", "--policy", str(second), "--config", str(root / "alembic.ini"), "--tenant", "acme")
     assert out.returncode == 0, out.stderr
@@ -421,7 +479,9 @@ def test_revision_without_memgovs_branch_in_the_host_has_no_depends_on(tmp_path)
     assert (module.down_revision, module.depends_on) == (None, None)
 
 
-@pytest.mark.parametrize("function", ["memgov.undeploy_policy(text, text)", "memgov.activate_policy(text, text)"])
+@pytest.mark.parametrize(
+    "function", ["memgov.undeploy_policy(text, text)", "memgov.activate_policy(text, text, boolean)"]
+)
 def test_the_activation_functions_pass_plpgsql_check(db_conn, plpgsql_check, function):
     errors = db_conn.execute(
         "SELECT level, message FROM plpgsql_check_function_tb(%s::regprocedure) WHERE level = 'error'", (function,)

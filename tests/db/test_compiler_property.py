@@ -13,8 +13,10 @@ function's per-rule outcome). The decisions, and every rule's ``matched``
 flag, must equal those of ``tests/reference_evaluator.py`` (pure Python,
 first match wins, no compiler code).
 
-Detector and risk fields are left out (their corpora test them), and so are
-``sources:`` grants (the default grants always pass for the superuser).
+Detector and risk fields are left out (their corpora test them). ``sources:``
+grants are drawn too: every writer, nobody, a role the cluster has (of which the
+superuser is a member) or one it has not (of which nobody is), so that writes of
+a source are refused and its reads are not.
 
 The run is reproducible: ``derandomize=True`` and no example database; 60
 policies of 20-40 items take a few seconds. A failure shows the policy
@@ -99,6 +101,9 @@ FIELDS = [
     "scope.agent_id", "scope.subject_id", "scope.session_id", "context.source", "context.actor",
     "content.length", "metadata.tier", "metadata.team",
 ]  # fmt: skip
+SOURCE_NAMES = ["user_confirmed", "agent_extracted", "system_rule"]
+# every writer, nobody, a role of the cluster, a role it does not have
+GRANTS = [["*"], [], ["memgov_admin"], ["memgov_property_no_such_role"]]
 ACTIONS = ["allow", "auto_confirm", "deny", "require_approval", "require_user_approval", "quarantine", "auto_delete"]
 MISSES = [None, "allow", "deny", "require_approval", "quarantine", "auto_confirm", "require_user_approval"]
 
@@ -234,6 +239,9 @@ def policy_doc(draw: st.DrawFn) -> dict[str, Any]:
     miss = draw(st.sampled_from(MISSES))
     if miss is not None:
         doc["defaults"] = {"on_policy_miss": miss}
+    grants = draw(st.fixed_dictionaries({}, optional={s: st.sampled_from(GRANTS) for s in SOURCE_NAMES}))
+    if grants:
+        doc["sources"] = grants
     n = draw(st.integers(1, 8))
     doc["rules"] = [draw(rule(i)) for i in range(n)]
     return doc
@@ -348,7 +356,9 @@ def conn(memgov_dsn: str) -> Iterator[psycopg.Connection[Any]]:
 def _kind(decision: dict[str, Any]) -> str:
     if decision["matched_rule_ids"]:
         return "rule"
-    return "incomplete" if decision["reason_codes"] == ["STRICT_INCOMPLETE"] else "miss"
+    return {"STRICT_INCOMPLETE": "incomplete", "SOURCE_NOT_PERMITTED": "source"}.get(
+        decision["reason_codes"][0], "miss"
+    )
 
 
 @settings(
@@ -382,6 +392,7 @@ def check_policy(conn: psycopg.Connection[Any], doc: dict[str, Any], specs: list
 
     with conn.transaction():  # one transaction: now() is the same for every item
         now, actor = conn.execute("SELECT now(), current_user::text").fetchone()  # type: ignore[misc]
+        roles = {r[0] for r in conn.execute("SELECT rolname::text FROM pg_roles")}  # a superuser's: all
         pairs = [materialize(spec, now) for spec in specs]
         batch = [{"item": item, "operation": spec["operation"]} for spec, (item, _) in zip(specs, pairs, strict=True)]
         got = [
@@ -401,8 +412,12 @@ def check_policy(conn: psycopg.Connection[Any], doc: dict[str, Any], specs: list
     mismatches = []
     for spec, (item, row), decision in zip(specs, pairs, got, strict=True):
         op = spec["operation"]
-        want = ref.evaluate(policy, row, op, actor=actor, now=now)
+        want = ref.evaluate(policy, row, op, actor=actor, now=now, member_of=roles.__contains__)
         SEEN[f"decision:{_kind(want)}"] += 1
+        if op in ("search", "get") and row.get("source") is not None:
+            grant = policy.sources.roles_for(row["source"])
+            if "*" not in grant and not roles.intersection(grant):  # a write of it would be refused
+                SEEN["read of a source the actor may not claim"] += 1
         compiled = {k: decision.get(k) for k in COMPARED}
         if compiled != want:
             mismatches.append(f"operation {op}, item {item}\n  reference: {want}\n  compiled:  {compiled}")
@@ -425,10 +440,11 @@ def test_the_property_test_is_not_vacuous() -> None:
     if SEEN["failed"]:
         pytest.skip("the property test failed (see its report): its run stopped early")
     assert SEEN["policies"] >= 3 * min(40, int(os.environ.get("MEMGOV_PROPERTY_EXAMPLES", "60")) * 4 // 5)
-    for key in ("decision:rule", "decision:miss", "decision:incomplete", "mode:monitor", "mode:enforce", "mode:strict",
-                "match:all", "match:any"):  # fmt: skip
+    for key in ("decision:rule", "decision:miss", "decision:incomplete", "decision:source", "mode:monitor",
+                "mode:enforce", "mode:strict", "match:all", "match:any"):  # fmt: skip
         assert SEEN[key] > 0, (key, SEEN)
     for op in ("eq", "neq", "in", "nin", "gt", "gte", "lt", "lte", "contains", "regex"):
         assert SEEN[f"op:{op}"] > 0, (op, SEEN)
+    assert SEEN["read of a source the actor may not claim"] > 0, SEEN
     decisions = SEEN["decision:rule"] + SEEN["decision:miss"] + SEEN["decision:incomplete"]
     assert SEEN["decision:rule"] >= decisions // 8, SEEN

@@ -275,7 +275,7 @@ def test_memgov_migrate_and_status_in_a_host_project(tmp_path, empty_dsn):
     """memgov's revision implied by a host revision's depends_on (Alembic then records only the host's)."""
     project = copy_project(tmp_path)
     ok(alembic(project, empty_dsn, "upgrade", "heads"))
-    assert versions(empty_dsn) == {"host_0002_note_memories"}
+    assert versions(empty_dsn) == {"host_0002_note_memories", head_revision()}
 
     status = json.loads(ok(run_memgov("status", "--dsn", empty_dsn, "--json")))
     assert status["schema_revision"] == head_revision()
@@ -382,3 +382,65 @@ def test_version_location_is_where_the_resource_path_points():
     assert location.is_absolute()
     assert Path(coerce_resource_to_filename(RESOURCE)).resolve() == location.resolve()
     assert (location / f"{head_revision()}.py").is_file()
+
+
+# -- a downgrade restores exactly the policy each scope had before the revision -----------------
+
+#: (policy, tenant) of each policy revision, in order; the CLI deploy made before them, if any
+SCENARIOS = {
+    # two revisions of one version: undoing the second leaves the first's deploy in place
+    "same version twice": ([(POLICY_1, None), (POLICY_1, None)], None),
+    # the first revision deploys the version `memgov deploy` made active already
+    "version active already": ([(POLICY_1, None), (POLICY_2, None)], POLICY_1),
+    # per scope: a tenant's revisions leave the global policy, and the reverse
+    "tenant twice": ([(POLICY_1, None), (POLICY_2, "acme"), (POLICY_2, "acme")], None),
+}
+
+
+def scopes(dsn: str) -> dict[str, str]:
+    """The active version of each scope ('*' = global)."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        return dict(conn.execute("SELECT org_id, version FROM memgov.policy_versions WHERE active").fetchall())
+
+
+def decided(writer_dsn: str) -> str:
+    """How a writer login's INSERT of an acme preference is decided: its status, or the reason it was denied
+    (2.0.0 denies it, 1.0.0 stores it, and without a policy the engine fails closed)."""
+    try:
+        return remember_preference(writer_dsn)
+    except psycopg.Error as exc:
+        assert exc.sqlstate == "MG403", exc
+        return json.loads(exc.diag.message_detail or "{}")["reason_codes"][0]
+
+
+@pytest.mark.parametrize("scenario", sorted(SCENARIOS))
+def test_each_downgrade_restores_the_policies_before_its_revision(tmp_path, empty_dsn, writer, scenario):
+    revisions, deployed_before = SCENARIOS[scenario]
+    project = copy_project(tmp_path)
+    ids = []
+    for number, (text, tenant) in enumerate(revisions, 1):
+        policy = project / f"policy_{number}.yaml"
+        policy.write_text(text, encoding="utf-8")
+        args = ["--tenant", tenant] if tenant else []
+        result = run_memgov("revision", "--policy", str(policy), "--config", str(project / "alembic.ini"), *args)
+        assert result.returncode == 0, result.stderr
+        ids.append(Path(result.stdout.strip().splitlines()[-1]).name.split("_", 1)[0])
+
+    ok(alembic(project, empty_dsn, "upgrade", "host_0002_note_memories"))  # memgov's schema and the host's
+    if deployed_before:
+        path = project / "deployed_before.yaml"
+        path.write_text(deployed_before, encoding="utf-8")
+        result = run_memgov("deploy", str(path), env={"MEMGOV_DSN": empty_dsn})
+        assert result.returncode == 0, result.stderr
+    states = [(scopes(empty_dsn), decided(writer))]
+    for revision in ids:  # one revision at a time, each state observed
+        ok(alembic(project, empty_dsn, "upgrade", revision))
+        states.append((scopes(empty_dsn), decided(writer)))
+    assert states[0][0] == ({"*": "1.0.0"} if deployed_before else {})
+    assert states[1][0] == {"*": "1.0.0"} and states[1][1] == "active"
+
+    for before in reversed(states[:-1]):  # downgrade -1, and again, back to before the first
+        ok(alembic(project, empty_dsn, "downgrade", "-1"))
+        assert (scopes(empty_dsn), decided(writer)) == before
+    assert states[0][1] == ("active" if deployed_before else "NO_ACTIVE_POLICY")
+    assert versions(empty_dsn) == {"host_0002_note_memories", head_revision()}

@@ -195,6 +195,103 @@ def test_without_read_rules_a_select_shows_active_rows_and_pending_ones_to_revie
 # -- reads a policy governs ------------------------------------------------------------------
 
 
+# A read claims no source: the sources: map says who may write (and forget) a memory of a
+# source, the read rules say who reads it. The attack policy restricts user_confirmed to
+# reviewers and admins, system_rule to admins.
+WITHHOLD_INTERNAL = """
+  - id: withhold-internal-rules
+    priority: 4
+    when:
+      - {{field: operation_type, operator: eq, value: get}}
+      - {{field: source, operator: eq, value: system_rule}}
+      - {{field: metadata.internal, operator: eq, value: "yes"}}
+    action: deny
+    reason_codes: [INTERNAL_RULE]
+"""
+
+
+def trusted_memories(login: Any, logins: Logins) -> dict[str, uuid.UUID]:
+    """Memories of acme that only a reviewer or an admin may write, written by their logins (the
+    user-facing application's, a writer and reviewer, for what the user confirmed)."""
+    reviewer, admin = login(logins.both), login(logins.admin)
+    made = {}
+    for conn, key, extra in (
+        (reviewer, "confirmed", {"source": "user_confirmed", "fact_text": "confirmed: prefers oolong tea"}),
+        (reviewer, "confirmed sensitive", {"source": "user_confirmed", "fact_text": "confirmed: tea for the ulcer",
+                                           "is_sensitive": True}),
+        (admin, "rule", {"source": "system_rule", "fact_text": "rule: answer tea questions in Ukrainian"}),
+        (admin, "internal rule", {"source": "system_rule", "fact_text": "rule: tea escalations go to ops",
+                                  "metadata": Jsonb({"internal": "yes"})}),
+    ):  # fmt: skip
+        row = insert(conn, item("allowed", **extra)).fetchone()
+        assert row is not None and row[1] == "active", key
+        made[key] = row[0]
+    return made
+
+
+def test_under_read_rules_a_writer_reads_what_the_user_confirmed_and_the_system_rules(governed, login, logins):
+    su = governed
+    deploy_policy(su, "2.1.0", READ_POLICY + WITHHOLD_INTERNAL)
+    made = trusted_memories(login, logins)
+    agent_fact = seed(su, fact_text="agent: drinks tea daily")
+    writer = login(logins.writer)
+    readable = {"confirmed: prefers oolong tea", "rule: answer tea questions in Ukrainian", "agent: drinks tea daily"}
+
+    assert visible(writer) == readable  # a plain SELECT
+    assert set(texts(search(writer, text="tea"))) == readable
+    assert (last_log(su)["returned"], last_log(su)["withheld"]) == (3, 2)
+    for key in ("confirmed", "rule"):
+        rows = writer.execute("SELECT memory_id, source FROM memgov.get(%s)", (made[key],)).fetchall()
+        assert [r[0] for r in rows] == [made[key]], key
+        log = last_log(su)
+        assert (log["operation"], log["action"], log["reason_codes"], log["login"]) == (
+            "get", "allow", ["DEFAULT_POLICY"], logins.writer)  # fmt: skip
+    assert writer.execute("SELECT memory_id FROM memgov.get(%s)", (agent_fact,)).fetchall() == [(agent_fact,)]
+
+    # what a read rule withholds stays withheld, whatever the source
+    for key, rule, reason in (("confirmed sensitive", "withhold-sensitive", "SENSITIVE_RECALL"),
+                              ("internal rule", "withhold-internal-rules", "INTERNAL_RULE")):  # fmt: skip
+        with refused(su, "MG403") as info:
+            writer.execute("SELECT * FROM memgov.get(%s)", (made[key],))
+        decision = json.loads(info.value.diag.message_detail or "{}")
+        assert (decision["matched_rule_ids"], decision["reason_codes"]) == ([rule], [reason])
+
+
+def test_under_read_rules_a_writer_still_may_not_write_or_forget_a_trusted_memory(governed, login, logins):
+    su = governed
+    made = trusted_memories(login, logins)
+    writer = login(logins.writer)
+    assert {"confirmed: prefers oolong tea", "rule: answer tea questions in Ukrainian"} <= visible(writer)
+    for key in ("confirmed", "rule"):
+        with refused(su, "MG403") as info:
+            writer.execute("UPDATE memgov.long_term_memory_items SET fact_text = 'rewritten' WHERE memory_id = %s",
+                           (made[key],))  # fmt: skip
+        assert "SOURCE_NOT_PERMITTED" in str(info.value), key
+        with refused(su, "MG403") as info:
+            writer.execute("SELECT memgov.forget(%s)", (made[key],))
+        assert "SOURCE_NOT_PERMITTED" in str(info.value), key
+
+
+@pytest.mark.parametrize("reads", ["governed", "not governed"])
+@pytest.mark.parametrize("key", ["confirmed", "rule"])
+def test_x_a_writer_cannot_launder_a_trusted_memory_into_its_own_source(su, login, logins, key, reads):
+    """An update claims the stored row's source too: calling a system_rule memory agent_extracted
+    does not let a writer rewrite it (now that it reads it under read rules, as it always could
+    without them)."""
+    if reads == "governed":
+        deploy_policy(su, "2.0.0", READ_POLICY)
+    made = trusted_memories(login, logins)
+    writer = login(logins.writer)
+    assert "rule: answer tea questions in Ukrainian" in visible(writer)
+    with refused(su, "MG403") as info:
+        writer.execute(
+            "UPDATE memgov.long_term_memory_items SET source = 'agent_extracted', fact_text = 'rewritten'"
+            " WHERE memory_id = %s",
+            (made[key],),
+        )
+    assert "SOURCE_NOT_PERMITTED" in str(info.value)
+
+
 def test_a_get_rule_withholds_a_row_from_search_get_and_select(governed, writer, reviewer):
     su = governed
     plain = seed(su, fact_text="likes green tea")

@@ -11,7 +11,9 @@ import psycopg
 import pytest
 
 from memgov_pg.cluster import find_bindir
+from memgov_pg.compiler import compile_policy
 from memgov_pg.migrate import current_revision, head_revision, upgrade
+from memgov_pg.policy import load_policy
 from tests.attack_helpers import connect_login
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
@@ -62,10 +64,46 @@ def test_a_populated_release_upgrades_to_head_and_keeps_governing(released):
         assert before["deletion_log"] > 0 and before["shadow_decisions"] > 0 and before["decision_log_seals"] > 0
         assert su.execute("SELECT count(*) FROM memgov.approval_requests WHERE status = 'pending'").fetchone()[0] > 0
 
+        # a memory the user confirmed, in globex (read rules): the release's compiled policy
+        # refuses its get to an agent, for want of a claim on its source
+        with su.transaction():
+            su.execute("SET LOCAL ROLE memgov_owner")
+            confirmed = su.execute(
+                "INSERT INTO memgov.long_term_memory_items (org_id, project_id, category, fact_text, source,"
+                " confidence, context_source) VALUES ('globex', 'p1', 'user_fact', 'Walks the dog at noon',"
+                " 'user_confirmed', 1.0, 'langgraph') RETURNING memory_id"
+            ).fetchone()[0]
+        before = counts(su)
+        with connect_login(dsn, "memgov_fixture_agent", "globex") as agent:
+            with pytest.raises(psycopg.Error) as refused:
+                agent.execute("SELECT * FROM memgov.get(%s)", (confirmed,))
+            assert refused.value.sqlstate == "MG403" and "SOURCE_NOT_PERMITTED" in str(refused.value)
+
         upgrade(dsn)
         assert (revision, current_revision(dsn)) == (revision, head_revision())
         assert counts(su) == before
         assert intact(su)["rows"] == sealed_before["rows"]
+        # every deployed decide function is now what this compiler writes for its policy
+        for org_id, source, function in su.execute(
+            "SELECT org_id, source_yaml, function_name FROM memgov.policy_versions ORDER BY org_id, version"
+        ).fetchall():
+            body = su.execute(
+                "SELECT prosrc FROM pg_proc WHERE oid = to_regprocedure(format("
+                "'memgov.%%I(memgov.long_term_memory_items, text, text)', %s::text))",
+                (function,),
+            ).fetchone()[0]
+            assert body == compile_policy(load_policy(source), org_id).bodies[0], (org_id, function)
+
+    # the agent reads what the user confirmed: no redeploy needed
+    with connect_login(dsn, "memgov_fixture_agent", "globex") as agent:
+        assert agent.execute("SELECT fact_text FROM memgov.get(%s)", (confirmed,)).fetchall() == [
+            ("Walks the dog at noon",)
+        ]
+        found = agent.execute('SELECT fact_text FROM memgov.search(\'{"text": "walks", "project_id": "p1"}\')')
+        assert sorted(r[0] for r in found) == ["Walks the dog at noon", "Walks to work"]
+        selected = agent.execute("SELECT fact_text FROM memgov.long_term_memory_items WHERE memory_id = %s",
+                                 (confirmed,)).fetchall()  # fmt: skip
+        assert selected == [("Walks the dog at noon",)]
 
     # a writer login's writes are decided by the policies the release deployed
     with connect_login(dsn, "memgov_fixture_agent", "acme") as agent:
@@ -81,7 +119,7 @@ def test_a_populated_release_upgrades_to_head_and_keeps_governing(released):
         ).fetchone()
         assert status == ("active",)
     with connect_login(dsn, "memgov_fixture_agent", "globex") as agent:  # globex's override, read rules
-        found = agent.execute('SELECT fact_text FROM memgov.search(\'{"text": "walks", "project_id": "p1"}\')')
+        found = agent.execute('SELECT fact_text FROM memgov.search(\'{"text": "walks to work", "project_id": "p1"}\')')
         assert [r[0] for r in found] == ["Walks to work"]
 
     # a request held by the release is approved by a reviewer login after the upgrade
