@@ -136,7 +136,8 @@ class Located:
     then fails with Alembic's message); a host's table holds the host's revisions too, so
     only the ids memgov ships count there. When a host revision declares ``depends_on``
     memgov's revision, Alembic records only the host's revision: memgov's is then
-    ``implied_by`` the host's rows (schema memgov exists, no row names memgov's revision).
+    ``implied_by`` the host's rows (schema memgov exists, no row names memgov's revision),
+    and the schema's own comment names it (``schema_says``).
     """
 
     records: tuple[tuple[str, str], ...]
@@ -144,6 +145,7 @@ class Located:
     schema_exists: bool
     implied_in: str | None = None
     implied_by: tuple[str, ...] = ()
+    schema_says: str | None = None
 
     @property
     def table(self) -> str | None:
@@ -152,15 +154,14 @@ class Located:
 
     @property
     def revision(self) -> str | None:
-        """memgov's recorded revision; when only implied by a host's revision, the shipped
-        head if memgov ships a single revision, else None (also: nothing recorded).
+        """memgov's recorded revision; when only implied by a host's revision, the one the
+        schema's comment names if memgov ships it, else None (also: nothing recorded).
         """
         if self.records:
             return self.records[0][1]
-        shipped = shipped_revisions()
-        # implied by a host revision: the schema exists, so memgov is at least at its base;
-        # with one shipped revision that is also its head
-        return shipped[0] if self.implied_in and len(shipped) == 1 else None
+        if self.implied_in and self.schema_says in shipped_revisions():
+            return self.schema_says
+        return None
 
     @property
     def host_owned(self) -> bool:
@@ -193,8 +194,20 @@ def locate(dsn: str, version_table: str | None = None) -> Located:
     schema_exists = bool(schema and schema[0])
     implied = [(t, revs) for t, revs in others.items() if revs]
     if schema_exists and not records and implied:
-        return Located((), tuple(tables), schema_exists, implied[0][0], implied[0][1])
+        assert schema is not None
+        return Located((), tuple(tables), schema_exists, implied[0][0], implied[0][1], schema_revision(schema[1]))
     return Located(tuple(records), tuple(tables), schema_exists)
+
+
+_SCHEMA_REVISION = re.compile(r"\(schema revision ([0-9A-Za-z_]+)\)$")
+
+
+def schema_revision(comment: str | None) -> str | None:
+    """The revision schema memgov's comment names; ``0001_initial`` (which named none) for any other comment."""
+    if comment is None:
+        return None
+    found = _SCHEMA_REVISION.search(comment)
+    return found.group(1) if found else "0001_initial"
 
 
 def current_revision(dsn: str, version_table: str | None = None) -> str | None:

@@ -29,7 +29,9 @@ $roles$;
 GRANT memgov_policy TO memgov_owner;
 
 CREATE SCHEMA memgov AUTHORIZATION memgov_owner;
-COMMENT ON SCHEMA memgov IS 'memgov-pg: governed long-term memory of AI agents';
+-- The revision it is at ends the comment: memgov_pg.migrate.locate reads it where a host's
+-- Alembic history records memgov's revision only through a host revision's depends_on.
+COMMENT ON SCHEMA memgov IS 'memgov-pg: governed long-term memory of AI agents (schema revision 0002_second_release)';
 
 SET ROLE memgov_owner;
 

@@ -163,8 +163,10 @@ SELECT fact_text, category, confidence, status, retention_policy
  ORDER BY created_at, fact_text;
 
 -- name: memgov_schema_exists
--- Whether schema memgov exists at all (a migration must never try to create it again).
-SELECT to_regnamespace('memgov') IS NOT NULL AS exists;
+-- Whether schema memgov exists at all (a migration must never try to create it again), and
+-- its comment, which names the revision it is at (0001_initial's names none).
+SELECT to_regnamespace('memgov') IS NOT NULL AS exists,
+       pg_catalog.obj_description(to_regnamespace('memgov'), 'pg_namespace') AS comment;
 
 -- name: memgov_schema_installed
 -- Whether this database has the memgov engine (the retention procedure in particular).

@@ -326,6 +326,9 @@ END
 $sources$;
 RESET ROLE;
 
+-- the schema says which revision it is at (0001_initial said none)
+COMMENT ON SCHEMA memgov IS 'memgov-pg: governed long-term memory of AI agents (schema revision 0002_second_release)';
+
 -- migrate:downgrade
 -- generated routines: begin (scripts/revision-sql; do not edit)
 SET ROLE memgov_owner;
@@ -635,3 +638,5 @@ BEGIN
 END
 $sources$;
 RESET ROLE;
+
+COMMENT ON SCHEMA memgov IS 'memgov-pg: governed long-term memory of AI agents';

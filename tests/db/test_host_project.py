@@ -271,11 +271,30 @@ def test_memgov_branch_alone_in_the_host_table(tmp_path, empty_dsn, mode):
     assert memgov_objects(empty_dsn) == []
 
 
-def test_memgov_migrate_and_status_in_a_host_project(tmp_path, empty_dsn):
-    """memgov's revision implied by a host revision's depends_on (Alembic then records only the host's)."""
+def test_a_host_revision_written_against_an_older_memgov_records_memgovs_head_too(tmp_path, empty_dsn):
+    """The sample's revision depends on 0001_initial; `upgrade heads` takes memgov on to its head,
+    which nothing implies, so Alembic records it beside the host's."""
     project = copy_project(tmp_path)
     ok(alembic(project, empty_dsn, "upgrade", "heads"))
     assert versions(empty_dsn) == {"host_0002_note_memories", head_revision()}
+    status = json.loads(ok(run_memgov("status", "--dsn", empty_dsn, "--json")))
+    assert (status["schema_revision"], status["version_table"], status["implied_by"]) == (
+        head_revision(),
+        "public.alembic_version",
+        [],
+    )
+
+
+def test_memgov_migrate_and_status_in_a_host_project(tmp_path, empty_dsn):
+    """memgov's revision implied by a host revision's depends_on (Alembic then records only the host's):
+    the schema's comment says which revision it is."""
+    project = copy_project(tmp_path)
+    dependent = project / "versions" / "host_0002_note_memories.py"
+    text = dependent.read_text(encoding="utf-8")
+    assert 'depends_on = "0001_initial"' in text
+    dependent.write_text(text.replace('depends_on = "0001_initial"', f'depends_on = "{head_revision()}"'))
+    ok(alembic(project, empty_dsn, "upgrade", "heads"))
+    assert versions(empty_dsn) == {"host_0002_note_memories"}
 
     status = json.loads(ok(run_memgov("status", "--dsn", empty_dsn, "--json")))
     assert status["schema_revision"] == head_revision()

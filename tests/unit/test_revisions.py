@@ -121,3 +121,15 @@ def test_write_block_replaces_only_its_section():
     assert write_block(out, "downgrade", "down\n").endswith(f"{BEGIN}\ndown\n{END}\n")
     with pytest.raises(ValueError, match="exactly one generated block"):
         write_block("-- migrate:upgrade\n-- migrate:downgrade\n", "upgrade", "x")
+
+
+def test_the_live_schema_names_the_head_revision_in_its_comment():
+    """memgov_pg.migrate.locate reads schema memgov's comment where a host implies memgov's revision."""
+    from memgov_pg.migrate import head_revision, schema_revision
+    from memgov_pg.resources import sql_dir
+
+    roles = (sql_dir() / "000_roles.sql").read_text(encoding="utf-8")
+    comment = roles.split("COMMENT ON SCHEMA memgov IS '", 1)[1].split("';", 1)[0]
+    assert schema_revision(comment) == head_revision()
+    assert schema_revision("memgov-pg: governed long-term memory of AI agents") == "0001_initial"
+    assert schema_revision(None) is None
