@@ -119,18 +119,27 @@ def _decision_or_none(value: Any) -> Decision | None:
 @dataclass(frozen=True)
 class ReviewResult(_RawAccess):
     """``memgov.approve`` / ``memgov.deny``: the request's new status (``approved`` or ``denied``)
-    and, for an approval, the decision the current policy took on re-deciding it."""
+    and, for an approval, the decision taken: ``decision.action`` is ``allow`` when the write
+    was applied and ``deny`` when the current policy, deciding it again, refused it;
+    ``policy_action`` is what that policy said (``require_approval`` for a write it still
+    holds: the reviewer's approval is what lets it through)."""
 
     request_id: uuid.UUID | None
     status: str
     decision: Decision | None = None
+    memory_id: uuid.UUID | None = None
     raw: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> ReviewResult:
         """The result of ``memgov.approve`` / ``memgov.deny`` from its JSON."""
         return cls(_uuid(data.get("request_id")), str(data.get("status")), _decision_or_none(data.get("decision")),
-                   dict(data))  # fmt: skip
+                   _uuid(data.get("memory_id")), dict(data))  # fmt: skip
+
+    @property
+    def policy_action(self) -> str | None:
+        """The action of the current policy's decision on approval (None for a deny)."""
+        return None if self.decision is None else self.decision.get("policy_action")
 
 
 @dataclass(frozen=True)

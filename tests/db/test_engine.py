@@ -157,6 +157,8 @@ def test_review_and_feedback_round_trip(dsns, db_conn):
         held = agent.remember(item(fact_text="Prefers tea", confidence=0.6))
         approved = app.approve(held["request_id"], note="user said yes")
         assert isinstance(approved, ReviewResult) and approved.status == "approved"
+        assert approved.decision is not None and approved.decision.action == "allow"  # what was done
+        assert approved.policy_action == "require_approval" and approved.memory_id == held.memory_id
         memory_id = held["memory_id"]
         confirmed = app.confirm(memory_id)
         assert isinstance(confirmed, FeedbackResult) and confirmed.confidence_after == Decimal("0.7")

@@ -156,7 +156,9 @@ def test_the_review_and_feedback_wrappers(writer: Engine, reviewer: Engine, su: 
     with Session(reviewer) as r:
         approved = r.scalar(memgov_approve(held.request_id or "", "fine"))
         assert approved is not None and approved.status == "approved" and approved.request_id == held.request_id
-        assert approved.decision is not None and approved.decision.action == "require_approval"
+        # the decision taken (the write is applied), and what the policy said on deciding it again
+        assert approved.decision is not None and approved.decision.action == "allow"
+        assert approved.policy_action == "require_approval" and approved.memory_id == held.memory_id
         denied = r.scalar(memgov_deny(held2.request_id or ""))
         assert denied is not None and denied.status == "denied" and denied.decision is None
 
