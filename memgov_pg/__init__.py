@@ -2,14 +2,15 @@
 
 The public API, importable from ``memgov_pg``: the engines (:class:`MemoryPolicyEngine`,
 :class:`SyncMemoryPolicyEngine`), their typed results (:class:`Decision`,
-:class:`FeedbackResult`, :class:`QuarantineResult`, :class:`Recall`, :class:`ReviewResult`) and the
+:class:`FeedbackResult`, :class:`QuarantineResult`, :class:`Recall` and its :class:`RecalledMemory`
+rows, :class:`ReviewResult`) and the
 exceptions, all subclasses of :class:`MemgovError`. Importing the package loads neither
 SQLAlchemy nor Alembic: ``memgov_pg.sqlalchemy`` and ``memgov_pg.alembic_ops`` do.
 """
 
 from __future__ import annotations
 
-from .decisions import Decision, FeedbackResult, QuarantineResult, Recall, ReviewResult
+from .decisions import Decision, FeedbackResult, QuarantineResult, Recall, RecalledMemory, ReviewResult
 from .engine import Item, MemoryPolicyEngine, SyncMemoryPolicyEngine
 from .errors import (
     BusyError,
@@ -57,6 +58,7 @@ __all__ = [
     "RecallHeldError",
     "RecallQuarantinedError",
     "RecallRefusedError",
+    "RecalledMemory",
     "ReviewResult",
     "SQLError",
     "SyncMemoryPolicyEngine",
