@@ -2,10 +2,11 @@
 
 The public API, importable from ``memgov_pg``: the engines (:class:`MemoryPolicyEngine`,
 :class:`SyncMemoryPolicyEngine`), their typed results (:class:`Decision`,
-:class:`FeedbackResult`, :class:`QuarantineResult`, :class:`Recall` and its :class:`RecalledMemory`
-rows, :class:`ReviewResult`) and the
-exceptions, all subclasses of :class:`MemgovError`. Importing the package loads neither
-SQLAlchemy nor Alembic: ``memgov_pg.sqlalchemy`` and ``memgov_pg.alembic_ops`` do.
+:class:`FeedbackResult`, :class:`QuarantineResult`, :class:`Recall` and its
+:class:`RecalledMemory` rows, :class:`ReviewResult`, the review queues' :class:`ApprovalRecord`
+and :class:`QuarantineRecord`) and the exceptions, all subclasses of :class:`MemgovError`.
+Importing the package loads neither SQLAlchemy nor Alembic: ``memgov_pg.sqlalchemy`` and
+``memgov_pg.alembic_ops`` do.
 """
 
 from __future__ import annotations
@@ -31,11 +32,13 @@ from .errors import (
     TenantRequiredError,
 )
 from .policy import PolicyValidationError
+from .review import ApprovalRecord, QuarantineRecord
 from .tenants import InvalidTenantId
 
 __version__ = "0.2.0.dev0"
 
 __all__ = [
+    "ApprovalRecord",
     "BusyError",
     "ClusterError",
     "ConflictError",
@@ -52,6 +55,7 @@ __all__ = [
     "NotPermittedError",
     "PolicyDeniedError",
     "PolicyValidationError",
+    "QuarantineRecord",
     "QuarantineResult",
     "QuarantinedError",
     "Recall",

@@ -1,7 +1,7 @@
 """``MemoryPolicyEngine``: the Python face of the SQL engine.
 
-Every method is one call of a ``memgov.*`` SQL function on a connection taken from a
-``psycopg_pool`` pool, in its own transaction, with ``memgov.org_id`` set for that
+Every method is one call of a ``memgov.*`` SQL function (or, for the review queues, a read of
+them) on a connection taken from a ``psycopg_pool`` pool, in its own transaction, with ``memgov.org_id`` set for that
 transaction (``set_config(..., true)``). The connection goes back to the pool clean,
 after an error too, so one engine serves concurrent tasks and threads. No rule is
 evaluated here: the database decides, this module only carries the answer.
@@ -38,6 +38,14 @@ from .errors import (
     engine_error,
 )
 from .resources import query
+from .review import (
+    QUARANTINE_STATUSES,
+    REQUEST_STATUSES,
+    ApprovalRecord,
+    QuarantineRecord,
+    list_params,
+    not_found,
+)
 from .tenants import check_tenant_id
 
 #: a memory item as the SQL functions take it (the JSON of docs/reference.md)
@@ -179,6 +187,11 @@ class MemoryPolicyEngine:
             row = await cur.fetchone()
         return row[0] if row else None
 
+    async def _rows(self, name: str, params: dict[str, Any]) -> list[dict[str, Any]]:
+        async with self._transaction() as conn:
+            cur = conn.cursor(row_factory=dict_row)
+            return await (await cur.execute(query(name), params)).fetchall()
+
     # -- decisions without writing -----------------------------------------------
     async def evaluate(self, item: Item, operation: str = "remember") -> Decision:
         """The decision the active policy takes on ``item`` (a dry run); an item without
@@ -261,6 +274,43 @@ class MemoryPolicyEngine:
         """Apply the retention sweep's rules to one memory now: ``{memory_id, deleted, reason, rule_id}``."""
         return dict(_mapping(await self._one("apply_retention", {"memory_id": _id(memory_id)})))
 
+    # -- the review queues (reviewer role; docs/review.md) ---------------------------------
+    async def list_approvals(self, status: str | None = "pending", *, limit: int = 50) -> tuple[ApprovalRecord, ...]:
+        """The tenant's approval requests in ``status`` (None: every status), oldest first."""
+        rows = await self._rows("approvals_list", list_params(REQUEST_STATUSES, status, limit, self.org_id, None))
+        return tuple(ApprovalRecord.from_row(r) for r in rows)
+
+    async def show_approval(self, request_id: UUID | str) -> ApprovalRecord:
+        """One approval request of the tenant, its payload whole; NotFoundError (MG404) when there is none."""
+        rows = await self._rows("approvals_list", list_params(REQUEST_STATUSES, None, 1, self.org_id, request_id))
+        if not rows:
+            raise not_found("approval request", request_id, self.org_id)
+        return ApprovalRecord.from_row(rows[0])
+
+    async def list_quarantine(self, status: str | None = "held", *, limit: int = 50) -> tuple[QuarantineRecord, ...]:
+        """The tenant's quarantine entries in ``status`` (None: every status), oldest first."""
+        rows = await self._rows("quarantine_list", list_params(QUARANTINE_STATUSES, status, limit, self.org_id, None))
+        return tuple(QuarantineRecord.from_row(r) for r in rows)
+
+    async def show_quarantine(self, quarantine_id: UUID | str) -> QuarantineRecord:
+        """One quarantine entry of the tenant, its payload whole; NotFoundError (MG404) when there is none."""
+        params = list_params(QUARANTINE_STATUSES, None, 1, self.org_id, quarantine_id)
+        rows = await self._rows("quarantine_list", params)
+        if not rows:
+            raise not_found("quarantine entry", quarantine_id, self.org_id)
+        return QuarantineRecord.from_row(rows[0])
+
+    async def release_quarantine(self, quarantine_id: UUID | str) -> QuarantineResult:
+        """Apply a quarantined write as it was made (never by the login that made it); raises
+        PolicyDeniedError when the active policy now denies it."""
+        params = {"quarantine_id": _id(quarantine_id)}
+        return QuarantineResult.from_json(_mapping(await self._one("release_quarantine", params)))
+
+    async def purge_quarantine(self, quarantine_id: UUID | str) -> QuarantineResult:
+        """Erase a quarantined write's payload; the entry stays as a record."""
+        params = {"quarantine_id": _id(quarantine_id)}
+        return QuarantineResult.from_json(_mapping(await self._one("purge_quarantine", params)))
+
 
 class SyncMemoryPolicyEngine:
     """The same engine over a ``psycopg_pool.ConnectionPool``: safe to share between threads."""
@@ -327,6 +377,10 @@ class SyncMemoryPolicyEngine:
         with self._transaction() as conn:
             row = conn.execute(query(name), params).fetchone()
         return row[0] if row else None
+
+    def _rows(self, name: str, params: dict[str, Any]) -> list[dict[str, Any]]:
+        with self._transaction() as conn:
+            return conn.cursor(row_factory=dict_row).execute(query(name), params).fetchall()
 
     def evaluate(self, item: Item, operation: str = "remember") -> Decision:
         """The decision the active policy takes on ``item`` (a dry run); an item without
@@ -400,14 +454,52 @@ class SyncMemoryPolicyEngine:
         """Apply the retention sweep's rules to one memory now: ``{memory_id, deleted, reason, rule_id}``."""
         return dict(_mapping(self._one("apply_retention", {"memory_id": _id(memory_id)})))
 
+    # -- the review queues (see MemoryPolicyEngine) -----------------------------------------
+    def list_approvals(self, status: str | None = "pending", *, limit: int = 50) -> tuple[ApprovalRecord, ...]:
+        """The tenant's approval requests in ``status`` (None: every status), oldest first."""
+        rows = self._rows("approvals_list", list_params(REQUEST_STATUSES, status, limit, self.org_id, None))
+        return tuple(ApprovalRecord.from_row(r) for r in rows)
+
+    def show_approval(self, request_id: UUID | str) -> ApprovalRecord:
+        """One approval request of the tenant, its payload whole; NotFoundError (MG404) when there is none."""
+        rows = self._rows("approvals_list", list_params(REQUEST_STATUSES, None, 1, self.org_id, request_id))
+        if not rows:
+            raise not_found("approval request", request_id, self.org_id)
+        return ApprovalRecord.from_row(rows[0])
+
+    def list_quarantine(self, status: str | None = "held", *, limit: int = 50) -> tuple[QuarantineRecord, ...]:
+        """The tenant's quarantine entries in ``status`` (None: every status), oldest first."""
+        rows = self._rows("quarantine_list", list_params(QUARANTINE_STATUSES, status, limit, self.org_id, None))
+        return tuple(QuarantineRecord.from_row(r) for r in rows)
+
+    def show_quarantine(self, quarantine_id: UUID | str) -> QuarantineRecord:
+        """One quarantine entry of the tenant, its payload whole; NotFoundError (MG404) when there is none."""
+        rows = self._rows("quarantine_list", list_params(QUARANTINE_STATUSES, None, 1, self.org_id, quarantine_id))
+        if not rows:
+            raise not_found("quarantine entry", quarantine_id, self.org_id)
+        return QuarantineRecord.from_row(rows[0])
+
+    def release_quarantine(self, quarantine_id: UUID | str) -> QuarantineResult:
+        """Apply a quarantined write as it was made (never by the login that made it); raises
+        PolicyDeniedError when the active policy now denies it."""
+        params = {"quarantine_id": _id(quarantine_id)}
+        return QuarantineResult.from_json(_mapping(self._one("release_quarantine", params)))
+
+    def purge_quarantine(self, quarantine_id: UUID | str) -> QuarantineResult:
+        """Erase a quarantined write's payload; the entry stays as a record."""
+        params = {"quarantine_id": _id(quarantine_id)}
+        return QuarantineResult.from_json(_mapping(self._one("purge_quarantine", params)))
+
 
 __all__ = [
+    "ApprovalRecord",
     "Decision",
     "FeedbackResult",
     "HeldForApprovalError",
     "Item",
     "MemoryPolicyEngine",
     "PolicyDeniedError",
+    "QuarantineRecord",
     "QuarantineResult",
     "QuarantinedError",
     "Recall",
