@@ -1,8 +1,9 @@
 """``MemoryPolicyEngine``: the Python face of the SQL engine.
 
-Every method is one call of a ``memgov.*`` SQL function (or, for the review queues, a read of
-them) on a connection taken from a ``psycopg_pool`` pool, in its own transaction, with ``memgov.org_id`` set for that
-transaction (``set_config(..., true)``). The connection goes back to the pool clean,
+Every method is one call of a ``memgov.*`` SQL function (or, for the review queues, a read
+of them) on a connection taken from a ``psycopg_pool`` pool, in its own transaction, with
+``memgov.org_id`` set for that transaction (``set_config(..., true)``). An item without
+``org_id`` is in the engine's tenant. The connection goes back to the pool clean,
 after an error too, so one engine serves concurrent tasks and threads. No rule is
 evaluated here: the database decides, this module only carries the answer.
 
