@@ -2,14 +2,16 @@
 
 The public API, importable from ``memgov_pg``: the engines (:class:`MemoryPolicyEngine`,
 :class:`SyncMemoryPolicyEngine`), their typed results (:class:`Decision`,
-:class:`FeedbackResult`, :class:`QuarantineResult`, :class:`Recall`, :class:`ReviewResult`) and the
-exceptions, all subclasses of :class:`MemgovError`. Importing the package loads neither
-SQLAlchemy nor Alembic: ``memgov_pg.sqlalchemy`` and ``memgov_pg.alembic_ops`` do.
+:class:`FeedbackResult`, :class:`QuarantineResult`, :class:`Recall` and its
+:class:`RecalledMemory` rows, :class:`ReviewResult`, the review queues' :class:`ApprovalRecord`
+and :class:`QuarantineRecord`) and the exceptions, all subclasses of :class:`MemgovError`.
+Importing the package loads neither SQLAlchemy nor Alembic: ``memgov_pg.sqlalchemy`` and
+``memgov_pg.alembic_ops`` do.
 """
 
 from __future__ import annotations
 
-from .decisions import Decision, FeedbackResult, QuarantineResult, Recall, ReviewResult
+from .decisions import Decision, FeedbackResult, QuarantineResult, Recall, RecalledMemory, ReviewResult
 from .engine import Item, MemoryPolicyEngine, SyncMemoryPolicyEngine
 from .errors import (
     BusyError,
@@ -30,11 +32,13 @@ from .errors import (
     TenantRequiredError,
 )
 from .policy import PolicyValidationError
+from .review import ApprovalRecord, QuarantineRecord
 from .tenants import InvalidTenantId
 
 __version__ = "0.2.0.dev0"
 
 __all__ = [
+    "ApprovalRecord",
     "BusyError",
     "ClusterError",
     "ConflictError",
@@ -51,12 +55,14 @@ __all__ = [
     "NotPermittedError",
     "PolicyDeniedError",
     "PolicyValidationError",
+    "QuarantineRecord",
     "QuarantineResult",
     "QuarantinedError",
     "Recall",
     "RecallHeldError",
     "RecallQuarantinedError",
     "RecallRefusedError",
+    "RecalledMemory",
     "ReviewResult",
     "SQLError",
     "SyncMemoryPolicyEngine",

@@ -1,6 +1,7 @@
 """The engine's results as typed, frozen values: :class:`Decision` (a policy decision, from a
 function's result or a notice), :class:`ReviewResult` (approve / deny), :class:`FeedbackResult`
-(confirm / reject / edit), :class:`QuarantineResult` and :class:`Recall` (search / get).
+(confirm / reject / edit), :class:`QuarantineResult` and :class:`Recall` (search / get, its rows
+:class:`RecalledMemory`).
 
 Shared by :mod:`memgov_pg.engine` and :mod:`memgov_pg.sqlalchemy`. Each keeps the JSON it was
 read from in ``raw``; ``result["key"]`` and ``result.get("key")`` read it, as the dictionaries
@@ -11,7 +12,8 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
+from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
@@ -119,18 +121,27 @@ def _decision_or_none(value: Any) -> Decision | None:
 @dataclass(frozen=True)
 class ReviewResult(_RawAccess):
     """``memgov.approve`` / ``memgov.deny``: the request's new status (``approved`` or ``denied``)
-    and, for an approval, the decision the current policy took on re-deciding it."""
+    and, for an approval, the decision taken: ``decision.action`` is ``allow`` when the write
+    was applied and ``deny`` when the current policy, deciding it again, refused it;
+    ``policy_action`` is what that policy said (``require_approval`` for a write it still
+    holds: the reviewer's approval is what lets it through)."""
 
     request_id: uuid.UUID | None
     status: str
     decision: Decision | None = None
+    memory_id: uuid.UUID | None = None
     raw: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> ReviewResult:
         """The result of ``memgov.approve`` / ``memgov.deny`` from its JSON."""
         return cls(_uuid(data.get("request_id")), str(data.get("status")), _decision_or_none(data.get("decision")),
-                   dict(data))  # fmt: skip
+                   _uuid(data.get("memory_id")), dict(data))  # fmt: skip
+
+    @property
+    def policy_action(self) -> str | None:
+        """The action of the current policy's decision on approval (None for a deny)."""
+        return None if self.decision is None else self.decision.get("policy_action")
 
 
 @dataclass(frozen=True)
@@ -184,27 +195,83 @@ class FeedbackResult(_RawAccess):
 
 
 @dataclass(frozen=True)
-class Recall:
-    """``memgov.search`` / ``memgov.get``: the memories returned (each a mapping of the
-    memory's columns and its ``score``, best first) and what the engine decided
-    (``memgov.last_recall``): the search's (or get's) decision, how many memories were
-    ``returned`` and how many a get decision ``withheld`` (None for a role that cannot
-    read the decision log: an agent is not told how many rows it may not read)."""
+class RecalledMemory:
+    """One memory a search or get returned (``memgov.recalled``): its columns, the engine's
+    search columns aside, and its ``score`` (None from a get). ``memory["fact_text"]`` and
+    ``memory.get("score")`` read the same fields, as the mappings these rows replace did."""
 
-    memories: tuple[Mapping[str, Any], ...]
+    memory_id: uuid.UUID
+    org_id: str
+    project_id: str | None
+    agent_id: str | None
+    subject_id: str | None
+    session_id: str | None
+    category: str
+    fact_text: str
+    source: str
+    confidence: Decimal
+    is_sensitive: bool
+    retention_policy: str
+    context_source: str | None
+    metadata: Mapping[str, Any]
+    created_at: datetime
+    updated_at: datetime
+    last_confirmed_at: datetime | None
+    expires_at: datetime | None
+    policy_version: str | None
+    decision_id: int | None
+    score: float | None
+
+    @classmethod
+    def from_row(cls, row: Mapping[str, Any]) -> RecalledMemory:
+        """The memory in a row of ``memgov.search`` / ``memgov.get`` (columns by name)."""
+        values: dict[str, Any] = {name: row.get(name) for name in _RECALLED_FIELDS}
+        return cls(**values)
+
+    def __getitem__(self, key: str) -> Any:
+        """The field ``key`` (KeyError for a name that is not a field)."""
+        if key not in _RECALLED_FIELDS:
+            raise KeyError(key)
+        return getattr(self, key)
+
+    def get(self, key: str, default: Any = None) -> Any:
+        """The field ``key``, else ``default``."""
+        return getattr(self, key) if key in _RECALLED_FIELDS else default
+
+    def as_dict(self) -> dict[str, Any]:
+        """The fields as a dictionary, in column order."""
+        return {name: getattr(self, name) for name in _RECALLED_FIELDS}
+
+
+#: The columns of ``memgov.recalled``, in order.
+_RECALLED_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(RecalledMemory))
+
+
+@dataclass(frozen=True)
+class Recall:
+    """``memgov.search`` / ``memgov.get``: the memories returned (:class:`RecalledMemory`, best
+    first) and what the engine decided (``memgov.last_recall``): the search's (or get's)
+    decision, how many memories were ``returned`` and how many a get decision ``withheld``.
+
+    ``withheld`` is a count always. ``withheld_disclosed`` is False for a role that cannot
+    read the decision log, under a policy that governs reads: an agent is not told how many
+    rows it may not read, and its ``withheld`` is then 0 whatever was withheld."""
+
+    memories: tuple[RecalledMemory, ...]
     decision: Decision
     returned: int = 0
-    withheld: int | None = None
+    withheld: int = 0
+    withheld_disclosed: bool = True
 
     @classmethod
     def from_rows(cls, rows: Sequence[Mapping[str, Any]], outcome: Mapping[str, Any]) -> Recall:
         """The rows a recall function returned and the outcome it left in ``memgov.last_recall``."""
         withheld = outcome.get("withheld")
-        return cls(tuple(dict(r) for r in rows), Decision.from_json(outcome),
-                   int(outcome.get("returned") or 0), None if withheld is None else int(withheld))  # fmt: skip
+        return cls(tuple(RecalledMemory.from_row(r) for r in rows), Decision.from_json(outcome),
+                   int(outcome.get("returned") or 0), int(withheld or 0), withheld is not None)  # fmt: skip
 
     @property
-    def memory(self) -> Mapping[str, Any] | None:
+    def memory(self) -> RecalledMemory | None:
         """The one memory a get returned, else None."""
         return self.memories[0] if self.memories else None
 
@@ -218,4 +285,4 @@ class Recall:
         return self
 
 
-__all__ = ["Decision", "FeedbackResult", "QuarantineResult", "Recall", "ReviewResult"]
+__all__ = ["Decision", "FeedbackResult", "QuarantineResult", "Recall", "RecalledMemory", "ReviewResult"]

@@ -1,8 +1,9 @@
 """``MemoryPolicyEngine``: the Python face of the SQL engine.
 
-Every method is one call of a ``memgov.*`` SQL function on a connection taken from a
-``psycopg_pool`` pool, in its own transaction, with ``memgov.org_id`` set for that
-transaction (``set_config(..., true)``). The connection goes back to the pool clean,
+Every method is one call of a ``memgov.*`` SQL function (or, for the review queues, a read
+of them) on a connection taken from a ``psycopg_pool`` pool, in its own transaction, with
+``memgov.org_id`` set for that transaction (``set_config(..., true)``). An item without
+``org_id`` is in the engine's tenant. The connection goes back to the pool clean,
 after an error too, so one engine serves concurrent tasks and threads. No rule is
 evaluated here: the database decides, this module only carries the answer.
 
@@ -38,6 +39,14 @@ from .errors import (
     engine_error,
 )
 from .resources import query
+from .review import (
+    QUARANTINE_STATUSES,
+    REQUEST_STATUSES,
+    ApprovalRecord,
+    QuarantineRecord,
+    list_params,
+    not_found,
+)
 from .tenants import check_tenant_id
 
 #: a memory item as the SQL functions take it (the JSON of docs/reference.md)
@@ -63,12 +72,45 @@ def _mapping(value: Any) -> Mapping[str, Any]:
 
 
 def _id(value: UUID | str) -> str:
+    if not isinstance(value, UUID | str):
+        raise TypeError(f"an id is a uuid.UUID or its text, not {type(value).__name__}")
     return str(value)
 
 
-def _query(query: Mapping[str, Any] | None, filters: dict[str, Any]) -> Jsonb:
-    """A recall query (docs/recall.md) from a mapping and/or keyword filters."""
-    return Jsonb({**dict(query or {}), **filters})
+def _item(item: Item, org_id: str) -> Jsonb:
+    """``item`` as the JSON the SQL functions take, in the engine's tenant when it names none
+    (an item that names another tenant is sent as it is: the database refuses it)."""
+    if not isinstance(item, Mapping):
+        raise TypeError(f"an item is a mapping of the memory's columns, not {type(item).__name__}")
+    values = dict(item)
+    if values.get("org_id") is None:
+        values["org_id"] = org_id
+    return Jsonb(values)
+
+
+def recall_query(
+    text: str | Mapping[str, Any] | None, query: Mapping[str, Any] | None, filters: Mapping[str, Any]
+) -> dict[str, Any]:
+    """A recall query (docs/recall.md) from ``search``'s arguments: the text to look for, a
+    ``query`` mapping and keyword filters. A mapping as ``text`` is the query (the form of
+    0.1, ``search({"text": "tea"})``). Misuse is a TypeError that says how to call it."""
+    if isinstance(text, Mapping):
+        if query is not None:
+            raise TypeError("search() got two queries: a mapping as its first argument and query=")
+        text, query = None, text
+    elif text is not None and not isinstance(text, str):
+        raise TypeError(
+            f"search() takes the text to look for as its first argument, a str, not {type(text).__name__};"
+            " filters are keywords: search('tea', project_id='atlas', limit=5)"
+        )
+    if query is not None and not isinstance(query, Mapping):
+        raise TypeError(f"search(query=...) takes a mapping of the query's keys, not {type(query).__name__}")
+    merged = {**dict(query or {}), **filters}
+    if text is not None:
+        if "text" in merged:
+            raise TypeError("search() got the text twice: as its first argument and in query=")
+        merged["text"] = text
+    return merged
 
 
 class MemoryPolicyEngine:
@@ -146,12 +188,17 @@ class MemoryPolicyEngine:
             row = await cur.fetchone()
         return row[0] if row else None
 
+    async def _rows(self, name: str, params: dict[str, Any]) -> list[dict[str, Any]]:
+        async with self._transaction() as conn:
+            cur = conn.cursor(row_factory=dict_row)
+            return await (await cur.execute(query(name), params)).fetchall()
+
     # -- decisions without writing -----------------------------------------------
     async def evaluate(self, item: Item, operation: str = "remember") -> Decision:
-        """The decision the active policy takes on ``item`` (a dry run)."""
-        return Decision.from_json(
-            _mapping(await self._one("evaluate", {"item": Jsonb(dict(item)), "operation": operation}))
-        )
+        """The decision the active policy takes on ``item`` (a dry run); an item without
+        ``org_id`` is in the engine's tenant."""
+        params = {"item": _item(item, _tenant(self.org_id)), "operation": operation}
+        return Decision.from_json(_mapping(await self._one("evaluate", params)))
 
     async def should_store_in_long_term(self, item: Item) -> bool:
         """True when the policy would store ``item`` right away."""
@@ -169,11 +216,15 @@ class MemoryPolicyEngine:
             outcome = await (await conn.execute(query("last_recall"))).fetchone()
         return Recall.from_rows(rows, _mapping(outcome[0] if outcome else None)).raise_for()
 
-    async def search(self, query: Mapping[str, Any] | None = None, **filters: Any) -> Recall:
-        """The tenant's memories that match a query (``text``, ``project_id``, ``categories``,
-        ``min_confidence``, ``limit`` ...: docs/recall.md), best first, as the policy allows.
-        Raises PolicyDeniedError, RecallHeldError or RecallQuarantinedError when it refuses."""
-        return await self._recall("search", {"query": _query(query, filters)})
+    async def search(
+        self, text: str | Mapping[str, Any] | None = None, *, query: Mapping[str, Any] | None = None, **filters: Any
+    ) -> Recall:
+        """The tenant's memories that match ``text`` (a web-search style query) and the
+        filters (``project_id``, ``categories``, ``min_confidence``, ``limit`` ...:
+        docs/recall.md, as keywords or a ``query`` mapping), best first, as the policy allows:
+        ``search("Atlas", project_id="p1", limit=5)``. Raises PolicyDeniedError,
+        RecallHeldError or RecallQuarantinedError when it refuses, TypeError when misused."""
+        return await self._recall("search", {"query": Jsonb(recall_query(text, query, filters))})
 
     async def get(self, memory_id: UUID | str) -> Recall:
         """One memory (``recall.memory``; None when there is no such active memory in the
@@ -182,9 +233,11 @@ class MemoryPolicyEngine:
 
     # -- writes --------------------------------------------------------------------
     async def remember(self, item: Item, *, raise_on_hold: bool = False) -> Decision:
-        """Store ``item`` as the policy decides; raises PolicyDeniedError / QuarantinedError,
-        and HeldForApprovalError for a held write when ``raise_on_hold``."""
-        decision = Decision.from_json(_mapping(await self._one("remember", {"item": Jsonb(dict(item))})))
+        """Store ``item`` (without ``org_id``: in the engine's tenant) as the policy decides; raises
+        PolicyDeniedError / QuarantinedError, and HeldForApprovalError for a held write when
+        ``raise_on_hold``."""
+        params = {"item": _item(item, _tenant(self.org_id))}
+        decision = Decision.from_json(_mapping(await self._one("remember", params)))
         return decision.raise_for(held=raise_on_hold)
 
     async def forget(self, memory_id: UUID | str) -> Decision:
@@ -221,6 +274,43 @@ class MemoryPolicyEngine:
     async def apply_retention_policy(self, memory_id: UUID | str) -> dict[str, Any]:
         """Apply the retention sweep's rules to one memory now: ``{memory_id, deleted, reason, rule_id}``."""
         return dict(_mapping(await self._one("apply_retention", {"memory_id": _id(memory_id)})))
+
+    # -- the review queues (reviewer role; docs/review.md) ---------------------------------
+    async def list_approvals(self, status: str | None = "pending", *, limit: int = 50) -> tuple[ApprovalRecord, ...]:
+        """The tenant's approval requests in ``status`` (None: every status), oldest first."""
+        rows = await self._rows("approvals_list", list_params(REQUEST_STATUSES, status, limit, self.org_id, None))
+        return tuple(ApprovalRecord.from_row(r) for r in rows)
+
+    async def show_approval(self, request_id: UUID | str) -> ApprovalRecord:
+        """One approval request of the tenant, its payload whole; NotFoundError (MG404) when there is none."""
+        rows = await self._rows("approvals_list", list_params(REQUEST_STATUSES, None, 1, self.org_id, request_id))
+        if not rows:
+            raise not_found("approval request", request_id, self.org_id)
+        return ApprovalRecord.from_row(rows[0])
+
+    async def list_quarantine(self, status: str | None = "held", *, limit: int = 50) -> tuple[QuarantineRecord, ...]:
+        """The tenant's quarantine entries in ``status`` (None: every status), oldest first."""
+        rows = await self._rows("quarantine_list", list_params(QUARANTINE_STATUSES, status, limit, self.org_id, None))
+        return tuple(QuarantineRecord.from_row(r) for r in rows)
+
+    async def show_quarantine(self, quarantine_id: UUID | str) -> QuarantineRecord:
+        """One quarantine entry of the tenant, its payload whole; NotFoundError (MG404) when there is none."""
+        params = list_params(QUARANTINE_STATUSES, None, 1, self.org_id, quarantine_id)
+        rows = await self._rows("quarantine_list", params)
+        if not rows:
+            raise not_found("quarantine entry", quarantine_id, self.org_id)
+        return QuarantineRecord.from_row(rows[0])
+
+    async def release_quarantine(self, quarantine_id: UUID | str) -> QuarantineResult:
+        """Apply a quarantined write as it was made (never by the login that made it); raises
+        PolicyDeniedError when the active policy now denies it."""
+        params = {"quarantine_id": _id(quarantine_id)}
+        return QuarantineResult.from_json(_mapping(await self._one("release_quarantine", params)))
+
+    async def purge_quarantine(self, quarantine_id: UUID | str) -> QuarantineResult:
+        """Erase a quarantined write's payload; the entry stays as a record."""
+        params = {"quarantine_id": _id(quarantine_id)}
+        return QuarantineResult.from_json(_mapping(await self._one("purge_quarantine", params)))
 
 
 class SyncMemoryPolicyEngine:
@@ -289,9 +379,15 @@ class SyncMemoryPolicyEngine:
             row = conn.execute(query(name), params).fetchone()
         return row[0] if row else None
 
+    def _rows(self, name: str, params: dict[str, Any]) -> list[dict[str, Any]]:
+        with self._transaction() as conn:
+            return conn.cursor(row_factory=dict_row).execute(query(name), params).fetchall()
+
     def evaluate(self, item: Item, operation: str = "remember") -> Decision:
-        """The decision the active policy takes on ``item`` (a dry run)."""
-        return Decision.from_json(_mapping(self._one("evaluate", {"item": Jsonb(dict(item)), "operation": operation})))
+        """The decision the active policy takes on ``item`` (a dry run); an item without
+        ``org_id`` is in the engine's tenant."""
+        params = {"item": _item(item, _tenant(self.org_id)), "operation": operation}
+        return Decision.from_json(_mapping(self._one("evaluate", params)))
 
     def should_store_in_long_term(self, item: Item) -> bool:
         """True when the policy would store ``item`` right away."""
@@ -308,19 +404,22 @@ class SyncMemoryPolicyEngine:
             outcome = conn.execute(query("last_recall")).fetchone()
         return Recall.from_rows(rows, _mapping(outcome[0] if outcome else None)).raise_for()
 
-    def search(self, query: Mapping[str, Any] | None = None, **filters: Any) -> Recall:
-        """The tenant's memories that match a query, best first, as the policy allows (see
-        :meth:`MemoryPolicyEngine.search`)."""
-        return self._recall("search", {"query": _query(query, filters)})
+    def search(
+        self, text: str | Mapping[str, Any] | None = None, *, query: Mapping[str, Any] | None = None, **filters: Any
+    ) -> Recall:
+        """The tenant's memories that match ``text`` and the filters, best first, as the policy
+        allows (see :meth:`MemoryPolicyEngine.search`): ``search("Atlas", limit=5)``."""
+        return self._recall("search", {"query": Jsonb(recall_query(text, query, filters))})
 
     def get(self, memory_id: UUID | str) -> Recall:
         """One memory, as the policy allows (see :meth:`MemoryPolicyEngine.get`)."""
         return self._recall("get", {"memory_id": _id(memory_id)})
 
     def remember(self, item: Item, *, raise_on_hold: bool = False) -> Decision:
-        """Store ``item`` as the policy decides; raises PolicyDeniedError / QuarantinedError,
-        and HeldForApprovalError for a held write when ``raise_on_hold``."""
-        decision = Decision.from_json(_mapping(self._one("remember", {"item": Jsonb(dict(item))})))
+        """Store ``item`` (without ``org_id``: in the engine's tenant) as the policy decides; raises
+        PolicyDeniedError / QuarantinedError, and HeldForApprovalError for a held write when
+        ``raise_on_hold``."""
+        decision = Decision.from_json(_mapping(self._one("remember", {"item": _item(item, _tenant(self.org_id))})))
         return decision.raise_for(held=raise_on_hold)
 
     def forget(self, memory_id: UUID | str) -> Decision:
@@ -356,14 +455,52 @@ class SyncMemoryPolicyEngine:
         """Apply the retention sweep's rules to one memory now: ``{memory_id, deleted, reason, rule_id}``."""
         return dict(_mapping(self._one("apply_retention", {"memory_id": _id(memory_id)})))
 
+    # -- the review queues (see MemoryPolicyEngine) -----------------------------------------
+    def list_approvals(self, status: str | None = "pending", *, limit: int = 50) -> tuple[ApprovalRecord, ...]:
+        """The tenant's approval requests in ``status`` (None: every status), oldest first."""
+        rows = self._rows("approvals_list", list_params(REQUEST_STATUSES, status, limit, self.org_id, None))
+        return tuple(ApprovalRecord.from_row(r) for r in rows)
+
+    def show_approval(self, request_id: UUID | str) -> ApprovalRecord:
+        """One approval request of the tenant, its payload whole; NotFoundError (MG404) when there is none."""
+        rows = self._rows("approvals_list", list_params(REQUEST_STATUSES, None, 1, self.org_id, request_id))
+        if not rows:
+            raise not_found("approval request", request_id, self.org_id)
+        return ApprovalRecord.from_row(rows[0])
+
+    def list_quarantine(self, status: str | None = "held", *, limit: int = 50) -> tuple[QuarantineRecord, ...]:
+        """The tenant's quarantine entries in ``status`` (None: every status), oldest first."""
+        rows = self._rows("quarantine_list", list_params(QUARANTINE_STATUSES, status, limit, self.org_id, None))
+        return tuple(QuarantineRecord.from_row(r) for r in rows)
+
+    def show_quarantine(self, quarantine_id: UUID | str) -> QuarantineRecord:
+        """One quarantine entry of the tenant, its payload whole; NotFoundError (MG404) when there is none."""
+        rows = self._rows("quarantine_list", list_params(QUARANTINE_STATUSES, None, 1, self.org_id, quarantine_id))
+        if not rows:
+            raise not_found("quarantine entry", quarantine_id, self.org_id)
+        return QuarantineRecord.from_row(rows[0])
+
+    def release_quarantine(self, quarantine_id: UUID | str) -> QuarantineResult:
+        """Apply a quarantined write as it was made (never by the login that made it); raises
+        PolicyDeniedError when the active policy now denies it."""
+        params = {"quarantine_id": _id(quarantine_id)}
+        return QuarantineResult.from_json(_mapping(self._one("release_quarantine", params)))
+
+    def purge_quarantine(self, quarantine_id: UUID | str) -> QuarantineResult:
+        """Erase a quarantined write's payload; the entry stays as a record."""
+        params = {"quarantine_id": _id(quarantine_id)}
+        return QuarantineResult.from_json(_mapping(self._one("purge_quarantine", params)))
+
 
 __all__ = [
+    "ApprovalRecord",
     "Decision",
     "FeedbackResult",
     "HeldForApprovalError",
     "Item",
     "MemoryPolicyEngine",
     "PolicyDeniedError",
+    "QuarantineRecord",
     "QuarantineResult",
     "QuarantinedError",
     "Recall",

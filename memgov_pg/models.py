@@ -89,6 +89,9 @@ class EnumText(TypeDecorator[Any]):
 
     impl: TypeEngine[Any] | type[TypeEngine[Any]] = Text
     cache_ok = True
+    if hasattr(Text, "operator_classes"):  # SQLAlchemy 2.1: a text column's operators, whatever the impl
+        # (a DOMAIN impl declares none, which 2.1 warns about on every comparison)
+        operator_classes = Text.operator_classes
 
     def __init__(self, enum_class: type[enum.StrEnum], domain: str | None = None) -> None:
         """``domain``: the column's text domain in schema memgov (created by the migration, never here)."""

@@ -37,6 +37,7 @@ import logging
 import uuid
 import weakref
 from collections.abc import Mapping
+from dataclasses import fields
 from datetime import date, datetime
 from decimal import Decimal
 from typing import Any, Generic, TypeVar
@@ -52,8 +53,11 @@ from .decisions import (
     Decision,
     FeedbackResult,
     QuarantineResult,
+    Recall,
+    RecalledMemory,
     ReviewResult,
 )
+from .engine import recall_query
 from .errors import (
     EngineError,
     from_dbapi_error,
@@ -165,6 +169,60 @@ def memgov_release_quarantine(quarantine_id: uuid.UUID | str) -> Select[Quaranti
 def memgov_purge_quarantine(quarantine_id: uuid.UUID | str) -> Select[QuarantineResult]:
     """``SELECT memgov.purge_quarantine(quarantine_id)``: erase a quarantined write's payload (the entry stays)."""
     return _call("purge_quarantine", QuarantineResult.from_json, _id(quarantine_id))
+
+
+#: The columns of ``memgov.recalled``: what ``memgov.search`` and ``memgov.get`` return.
+RECALLED_COLUMNS = tuple(f.name for f in fields(RecalledMemory))
+
+
+def memgov_search(
+    text: str | Mapping[str, Any] | None = None, *, query: Mapping[str, Any] | None = None, **filters: Any
+) -> Select[Any]:
+    """``SELECT * FROM memgov.search(query)``: the rows of a governed search (the columns of
+    :class:`RecalledMemory`), best first; arguments as ``MemoryPolicyEngine.search``.
+    :func:`search` runs it and reads what the search decided."""
+    asked = recall_query(text, query, filters)
+    return select(func.memgov.search(bindparam(None, asked, type_=JSONB)).table_valued(*RECALLED_COLUMNS))
+
+
+def memgov_get(memory_id: uuid.UUID | str) -> Select[Any]:
+    """``SELECT * FROM memgov.get(memory_id)``: the row of a governed get (none: no such active
+    memory in the tenant); :func:`get` runs it and reads what the get decided."""
+    return select(func.memgov.get(_id(memory_id)).table_valued(*RECALLED_COLUMNS))
+
+
+def recall(session: Session | Connection, statement: Select[Any]) -> Recall:
+    """Run :func:`memgov_search` / :func:`memgov_get` and read ``memgov.last_recall`` in the same
+    transaction: a :class:`Recall`. A denied read raises PolicyDeniedError (the transaction is then
+    failed); a held or quarantined one is a Recall whose ``raise_for()`` raises (commit first:
+    the read's filing is in the transaction)."""
+    try:
+        rows = [dict(r) for r in session.execute(statement).mappings()]
+        connection = session.connection() if isinstance(session, Session) else session
+        outcome = connection.exec_driver_sql(query("last_recall")).scalar_one()
+    except DBAPIError as exc:
+        translated: EngineError | None = from_dbapi_error(exc)
+        if translated is None:
+            raise
+        raise translated from exc
+    return Recall.from_rows(rows, outcome if isinstance(outcome, Mapping) else {})
+
+
+def search(
+    session: Session | Connection,
+    text: str | Mapping[str, Any] | None = None,
+    *,
+    query: Mapping[str, Any] | None = None,
+    **filters: Any,
+) -> Recall:
+    """A governed search in the session's tenant: ``search(session, "Atlas", project_id="p1")``
+    (see :func:`recall`)."""
+    return recall(session, memgov_search(text, query=query, **filters))
+
+
+def get(session: Session | Connection, memory_id: uuid.UUID | str) -> Recall:
+    """A governed get in the session's tenant: ``get(session, memory_id).memory`` (see :func:`recall`)."""
+    return recall(session, memgov_get(memory_id))
 
 
 def execute(session: Session | Connection, statement: Select[Any]) -> Any:
@@ -286,13 +344,17 @@ def _after_begin(session: Session, transaction: SessionTransaction, connection: 
 __all__ = [
     "DECISIONS_KEY",
     "LOGGER",
+    "RECALLED_COLUMNS",
     "Decision",
     "FeedbackResult",
     "JsonResult",
     "QuarantineResult",
+    "Recall",
+    "RecalledMemory",
     "ReviewResult",
     "decisions",
     "execute",
+    "get",
     "install",
     "item_json",
     "memgov_approve",
@@ -300,9 +362,13 @@ __all__ = [
     "memgov_deny",
     "memgov_edit",
     "memgov_forget",
+    "memgov_get",
     "memgov_purge_quarantine",
     "memgov_reject",
     "memgov_release_quarantine",
     "memgov_remember",
+    "memgov_search",
+    "recall",
+    "search",
     "set_tenant",
 ]

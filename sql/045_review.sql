@@ -164,6 +164,8 @@ $$;
 -- Approves a locked pending request: re-decided by the active policy first (a policy
 -- that now denies or quarantines it wins over the approval), four eyes, logged.
 -- A held INSERT is approved as the reviewer saw it: the request's payload.
+-- The log keeps the policy's decision; the result's is the decision taken, `allow`
+-- (applied) or `deny` (refused), with the policy's action as `policy_action`.
 CREATE FUNCTION memgov.approve_request(p_request memgov.approval_requests, p_note text)
 RETURNS jsonb
 LANGUAGE plpgsql
@@ -177,6 +179,7 @@ DECLARE
     v_decision  memgov.decision;
     v_shadow    memgov.shadow_verdict;
     v_id        bigint;
+    v_status    text;
 BEGIN
     PERFORM memgov.check_not_read(p_request.operation, 'request', p_request.request_id);
     v_item.org_id := p_request.org_id;
@@ -202,17 +205,21 @@ BEGIN
     PERFORM memgov.record_shadow(v_shadow, p_request.operation, v_item, v_decision, v_id);
 
     IF v_decision.enforced AND v_decision.action IN ('deny', 'quarantine') THEN
-        PERFORM memgov.close_request(p_request, 'denied', v_actor,
+        v_status := 'denied';
+        PERFORM memgov.close_request(p_request, v_status, v_actor,
             format('refused on approval by policy %s: %s', v_decision.policy_version,
                    array_to_string(v_decision.reason_codes, ', ')));
-        RETURN jsonb_build_object('request_id', p_request.request_id, 'status', 'denied',
-                                  'decision', memgov.decision_json(v_decision));
+    ELSE
+        v_status := 'approved';
+        PERFORM memgov.apply_write(p_request.operation, v_item, v_decision.policy_version, v_id, true);
+        PERFORM memgov.close_request(p_request, v_status, v_actor, p_note);
     END IF;
-
-    PERFORM memgov.apply_write(p_request.operation, v_item, v_decision.policy_version, v_id, true);
-    PERFORM memgov.close_request(p_request, 'approved', v_actor, p_note);
-    RETURN jsonb_build_object('request_id', p_request.request_id, 'status', 'approved',
-                              'decision', memgov.decision_json(v_decision));
+    RETURN jsonb_build_object('request_id', p_request.request_id, 'status', v_status,
+                              'memory_id', v_item.memory_id,
+                              'decision', memgov.decision_json(v_decision) || jsonb_build_object(
+                                  'action', CASE v_status WHEN 'approved' THEN 'allow' ELSE 'deny' END,
+                                  'policy_action', v_decision.action, 'decision_id', v_id,
+                                  'memory_id', v_item.memory_id, 'request_id', p_request.request_id));
 END
 $$;
 

@@ -286,7 +286,7 @@ $$;
 
 -- What the last recall of this transaction did, for clients that cannot read the log:
 -- memgov.last_recall holds {"decision_id", "action", "enforced", "returned", "withheld", ...}
--- ("withheld" is null for a role that cannot read the log).
+-- ("withheld" is null for a role that cannot read the log, where reads are governed).
 CREATE FUNCTION memgov.note_recall(p_outcome jsonb)
 RETURNS void
 LANGUAGE sql
@@ -410,10 +410,12 @@ BEGIN
     v_id := memgov.log_read('search', v_asked, v_actor, v_decision, v_shadow, memgov.query_fingerprint(v_query),
                             v_returned, v_withheld);
     -- how many candidates were withheld tells of rows the caller may not read (a search for
-    -- a word, or a min_confidence, per probe): only a role that reads the log is told
+    -- a word, or a min_confidence, per probe): only a role that reads the log is told, and
+    -- everyone where reads are not governed (nothing is withheld: the count is always 0)
     PERFORM memgov.note_recall(memgov.decision_json(v_decision)
         || jsonb_build_object('decision_id', v_id, 'returned', v_returned,
-                              'withheld', CASE WHEN pg_catalog.has_table_privilege(v_actor, 'memgov.decision_log', 'SELECT')
+                              'withheld', CASE WHEN NOT v_governed
+                                                    OR pg_catalog.has_table_privilege(v_actor, 'memgov.decision_log', 'SELECT')
                                                THEN v_withheld END));
 END
 $$;

@@ -124,6 +124,62 @@ SELECT memgov.deny(%(request_id)s::uuid, %(note)s);
 -- name: apply_retention
 SELECT memgov.apply_retention(%(memory_id)s::uuid);
 
+-- review: `memgov approvals` / `memgov quarantine` (memgov_pg.review) and the engines ------
+
+-- name: release_quarantine
+SELECT memgov.release_quarantine(%(quarantine_id)s::uuid);
+
+-- name: purge_quarantine
+SELECT memgov.purge_quarantine(%(quarantine_id)s::uuid);
+
+-- name: review_caller
+-- Who the login is and whether it may review (a member of memgov_reviewer or memgov_admin;
+-- a superuser is a member of every role).
+SELECT session_user::text AS login,
+       pg_catalog.pg_has_role('memgov_admin', 'MEMBER') AS admin,
+       pg_catalog.pg_has_role('memgov_reviewer', 'MEMBER') AS reviewer;
+
+-- name: session_tenant
+-- The tenant this session acts in: NULL when memgov.org_id is unset, or names a tenant
+-- the login is not bound to.
+SELECT memgov.session_tenant();
+
+-- name: approvals_list
+-- The approval requests the login may read (row level security: a reviewer its session's
+-- tenant, an admin every tenant), oldest first, with the logged decision that held each
+-- and, for a held update, the memory as it is now (as the login may read it).
+SELECT r.request_id, r.org_id, r.operation::text AS operation, r.status::text AS status, r.memory_id,
+       r.payload, r.requested_at, r.requested_by, r.requested_login, r.decided_at, r.decided_by,
+       r.decided_login, r.note, r.decision_id, r.policy_version,
+       CASE WHEN d.decision_id IS NOT NULL THEN jsonb_build_object(
+           'action', d.action, 'reason_codes', d.reason_codes, 'matched_rule_ids', d.matched_rule_ids,
+           'policy_version', d.policy_version, 'mode', d.mode, 'enforced', d.enforced,
+           'risk_score', d.risk_score, 'risk_level', d.risk_level, 'decision_id', d.decision_id) END AS decision,
+       (SELECT to_jsonb(m) - 'search_config' - 'search_vector' FROM memgov.long_term_memory_items m
+         WHERE r.operation = 'update' AND m.memory_id = r.memory_id AND m.org_id = r.org_id) AS current
+  FROM memgov.approval_requests r
+  LEFT JOIN memgov.decision_log d ON d.org_id = r.org_id AND d.decision_id = r.decision_id
+ WHERE (%(org_id)s::text IS NULL OR r.org_id = %(org_id)s::text)
+   AND (%(status)s::text IS NULL OR r.status = %(status)s::text)
+   AND (%(id)s::uuid IS NULL OR r.request_id = %(id)s::uuid)
+ ORDER BY r.requested_at, r.request_id
+ LIMIT %(limit)s;
+
+-- name: quarantine_list
+-- The quarantine entries the login may read (row level security as approvals_list), oldest
+-- first, with the decision that diverted each and, for an update, the memory as it is now.
+SELECT q.quarantine_id, q.org_id, q.operation::text AS operation, q.status::text AS status, q.memory_id,
+       q.payload, q.decision, q.decision_id, q.quarantined_at, q.quarantined_by, q.quarantined_login,
+       q.resolved_at, q.resolved_by, q.resolved_login,
+       (SELECT to_jsonb(m) - 'search_config' - 'search_vector' FROM memgov.long_term_memory_items m
+         WHERE q.operation = 'update' AND m.memory_id = q.memory_id AND m.org_id = q.org_id) AS current
+  FROM memgov.quarantine q
+ WHERE (%(org_id)s::text IS NULL OR q.org_id = %(org_id)s::text)
+   AND (%(status)s::text IS NULL OR q.status = %(status)s::text)
+   AND (%(id)s::uuid IS NULL OR q.quarantine_id = %(id)s::uuid)
+ ORDER BY q.quarantined_at, q.quarantine_id
+ LIMIT %(limit)s;
+
 -- name: last_maintenance_summary
 SELECT summary FROM memgov.maintenance_runs ORDER BY run_id DESC LIMIT 1;
 

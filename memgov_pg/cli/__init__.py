@@ -14,20 +14,32 @@ import click
 import psycopg
 
 from ..db import first_line
-from ..errors import BUSY_SQLSTATES, ExitCode, MemgovError
+from ..errors import BUSY_SQLSTATES, EngineError, ExitCode, MemgovError
 from ..policy import PolicyValidationError
-from . import admin, policies, policy_tests, recall, retention, revision, server, shadow
+from . import admin, policies, policy_tests, recall, retention, review, revision, server, shadow
 from .base import cli
 
-__all__ = ["admin", "cli", "main", "policies", "policy_tests", "recall", "retention", "revision", "server", "shadow"]
+__all__ = [
+    "admin", "cli", "main", "policies", "policy_tests", "recall", "retention", "review", "revision", "server", "shadow",
+]  # fmt: skip
 
 
 def sql_error_line(exc: psycopg.Error) -> str:
     """An SQL error as one line: message, hint, SQLSTATE."""
     diag = exc.diag
-    text = diag.message_primary or first_line(exc)
+    text = (diag.message_primary or first_line(exc)).removeprefix("memgov: ")
     if diag.message_hint:
         text += f" ({diag.message_hint})"
+    if exc.sqlstate:
+        text += f" [{exc.sqlstate}]"
+    return text.replace("\n", " ")
+
+
+def engine_error_line(exc: EngineError) -> str:
+    """An engine error as one line, as :func:`sql_error_line` writes it: message, hint, SQLSTATE."""
+    text = str(exc)
+    if exc.hint:
+        text += f" ({exc.hint})"
     if exc.sqlstate:
         text += f" [{exc.sqlstate}]"
     return text.replace("\n", " ")
@@ -48,6 +60,9 @@ def main(argv: list[str] | None = None) -> None:
         for error in exc.errors:  # file:line: rule-id: message, one per line
             click.echo(str(error), err=True)
         sys.exit(ExitCode.FAILED)
+    except EngineError as exc:
+        click.echo(f"memgov: error: {engine_error_line(exc)}", err=True)
+        sys.exit(exc.exit_code)
     except MemgovError as exc:
         click.echo(f"memgov: error: {exc}", err=True)
         sys.exit(exc.exit_code)

@@ -31,16 +31,15 @@ def search(text: str | None, tenant: str, dsn: str | None, as_json: bool, **filt
     """
     from ..engine import SyncMemoryPolicyEngine
 
-    query = {key: value for key, value in filters.items() if value not in (None, ())}
-    if text is not None:
-        query["text"] = text
+    given = {key: value for key, value in filters.items() if value not in (None, ())}
     with SyncMemoryPolicyEngine.connect(resolve_dsn(dsn), org_id=tenant, max_size=1) as engine:
-        recall = engine.search(query)
+        recall = engine.search(text, **given)
     data = {
         "decision": dict(recall.decision.raw),
         "returned": recall.returned,
         "withheld": recall.withheld,
-        "memories": [dict(m) for m in recall.memories],
+        "withheld_disclosed": recall.withheld_disclosed,
+        "memories": [m.as_dict() for m in recall.memories],
     }
     emit(data, as_json, _print)
 
@@ -50,7 +49,7 @@ def _print(data: dict[str, Any]) -> None:
         click.echo(f"{memory['score']:.3f}  {memory['memory_id']}  {memory['category']:<17}  {memory['fact_text']}")
     decision = data["decision"]
     rules = ", ".join(decision.get("matched_rule_ids") or []) or ", ".join(decision.get("reason_codes") or [])
-    withheld = "" if data["withheld"] is None else f", {data['withheld']} withheld"
+    withheld = f", {data['withheld']} withheld" if data["withheld_disclosed"] else ""
     click.echo(
         f"{data['returned']} returned{withheld}"
         f" (search: {decision.get('action')} by {rules or 'on_policy_miss'}, decision {decision.get('decision_id')})",

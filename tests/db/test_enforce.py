@@ -344,6 +344,42 @@ def test_approval_honours_a_policy_change(writer, reviewer, admin):
     result = reviewer.execute("SELECT memgov.approve(%s)", (request_id,)).fetchone()[0]
     assert result["status"] == "denied"
     assert result["decision"]["matched_rule_ids"] == ["deny-words"]
+    assert (result["decision"]["action"], result["decision"]["policy_action"]) == ("deny", "deny")
+    assert items(admin) == {}
+
+
+def test_approve_returns_the_decision_taken_and_logs_the_policys(writer, reviewer, admin):
+    memory_id = insert(writer, "HOLDME approved later").fetchone()[0]
+    (request_id,) = admin.execute("SELECT request_id FROM memgov.approval_requests").fetchone()
+    result = reviewer.execute("SELECT memgov.approve(%s, 'fine')", (request_id,)).fetchone()[0]
+    decision = result["decision"]
+    assert (result["status"], result["memory_id"]) == ("approved", str(memory_id))
+    # what happened: the write is applied; what the policy said on deciding it again: hold it
+    assert (decision["action"], decision["policy_action"]) == ("allow", "require_approval")
+    assert (decision["matched_rule_ids"], decision["request_id"]) == (["hold-words"], str(request_id))
+    row = admin.execute(
+        "SELECT status, decision_id FROM memgov.long_term_memory_items WHERE memory_id = %s", (memory_id,)
+    ).fetchone()
+    assert row == ("active", decision["decision_id"])
+    assert admin.execute(
+        "SELECT action, actor FROM memgov.decision_log WHERE decision_id = %s", (decision["decision_id"],)
+    ).fetchone() == ("require_approval", "memgov_reviewer")
+
+
+def test_an_approval_a_quarantine_rule_refuses_is_a_deny(writer, reviewer, admin):
+    insert(writer, "HOLDME for now")
+    (request_id,) = admin.execute("SELECT request_id FROM memgov.approval_requests").fetchone()
+    policy = load_policy(
+        POLICY.format(version="4.1.0", mode="enforce", miss="allow")
+        .replace("value: QUARANTINEME", "value: for now")
+        .replace("value: HOLDME", "value: NOTHING")
+    )
+    admin.execute(compile_policy(policy).install_sql())
+    result = reviewer.execute("SELECT memgov.approve(%s)", (request_id,)).fetchone()[0]
+    assert result["status"] == "denied"
+    # nothing was quarantined: the request was refused
+    assert (result["decision"]["action"], result["decision"]["policy_action"]) == ("deny", "quarantine")
+    assert admin.execute("SELECT count(*) FROM memgov.quarantine").fetchone() == (0,)
     assert items(admin) == {}
 
 

@@ -157,6 +157,8 @@ def test_review_and_feedback_round_trip(dsns, db_conn):
         held = agent.remember(item(fact_text="Prefers tea", confidence=0.6))
         approved = app.approve(held["request_id"], note="user said yes")
         assert isinstance(approved, ReviewResult) and approved.status == "approved"
+        assert approved.decision is not None and approved.decision.action == "allow"  # what was done
+        assert approved.policy_action == "require_approval" and approved.memory_id == held.memory_id
         memory_id = held["memory_id"]
         confirmed = app.confirm(memory_id)
         assert isinstance(confirmed, FeedbackResult) and confirmed.confidence_after == Decimal("0.7")
@@ -257,7 +259,8 @@ def test_search_and_get_where_reads_are_not_governed(dsns):
         recall = agent.search(text="rooibos", limit=5)
         assert [m["memory_id"] for m in recall.memories] == [stored.memory_id]
         assert recall.memories[0]["score"] > 0 and recall.returned == 1
-        assert recall.withheld is None  # an agent is not told how many rows it may not read
+        # no get rule can withhold a row here: the count is 0, and an agent is told so
+        assert (recall.withheld, recall.withheld_disclosed) == (0, True)
         assert recall.decision.reason_codes == ("READS_NOT_GOVERNED",) and recall.decision.decision_id
         assert agent.search({"text": "rooibos"}, project_id="nope").memories == ()
         got = agent.get(stored.memory_id)
@@ -288,7 +291,8 @@ def test_search_and_get_under_read_rules(dsns, db_conn, recall_org):
         async with await MemoryPolicyEngine.connect(dsns[AGENT], org_id=recall_org) as agent:
             recall = await agent.search(text="walks", project_id="p1")
             assert {m["memory_id"] for m in recall.memories} == {plain}
-            assert (recall.returned, recall.withheld) == (1, None)  # an agent is not told what it may not read
+            # an agent is not told what it may not read: 0, and not disclosed
+            assert (recall.returned, recall.withheld, recall.withheld_disclosed) == (1, 0, False)
             assert recall.decision.matched_rule_ids == ("allow-recall",)
             with pytest.raises(PolicyDeniedError) as denied:
                 await agent.get(sensitive)
@@ -307,7 +311,7 @@ def test_search_and_get_under_read_rules(dsns, db_conn, recall_org):
     run(scenario())
     with SyncMemoryPolicyEngine.connect(dsns[REVIEWER], org_id=recall_org) as app:  # it reads the log: it is told
         recall = app.search(text="walks", project_id="p1")
-    assert (recall.returned, recall.withheld) == (1, 2)  # sensitive: denied, scratch: quarantined
+    assert (recall.returned, recall.withheld, recall.withheld_disclosed) == (1, 2, True)  # sensitive, scratch
     # the refused reads were filed (committed), for reviewers to see
     assert db_conn.execute(
         "SELECT operation, status FROM memgov.approval_requests WHERE org_id = %s", (recall_org,)

@@ -4,6 +4,7 @@ are the CHECK lists, and an ORM insert by a real writer login works as is."""
 from __future__ import annotations
 
 import uuid
+import warnings
 from decimal import Decimal
 from typing import Any
 
@@ -228,3 +229,39 @@ def test_writer_values_are_the_writer_columns() -> None:
     values = _item(memory_id=memory_id, metadata_={"a": 1}).writer_values()
     assert values == {"memory_id": memory_id, "org_id": ORG, "category": "user_fact", "fact_text": "likes green tea",
                       "source": "agent_extracted", "confidence": Decimal("0.9"), "metadata": {"a": 1}}  # fmt: skip
+
+
+# -- filters on the enum columns ---------------------------------------------------------------------
+
+
+def _enum_columns() -> list[tuple[str, str]]:
+    return [
+        (name, column.name)
+        for name, model in MODELS.items()
+        for column in model.__table__.columns
+        if isinstance(column.type, models.EnumText)
+    ]
+
+
+@pytest.mark.parametrize(("table_name", "column_name"), _enum_columns(), ids=lambda v: str(v))
+def test_a_filter_on_an_enum_column_raises_no_warning(
+    su: psycopg.Connection[Any], memgov_dsn: str, logins: Logins, table_name: str, column_name: str
+) -> None:
+    """Every comparison a host writes on an enum column (the review queues' statuses are text
+    domains) runs without a warning, as a reviewer login reads the queues."""
+    model = MODELS[table_name]
+    column = model.__table__.columns[column_name]
+    enum_class = column.type.enum_class  # type: ignore[attr-defined]
+    first, *_ = list(enum_class)
+    engine = install(login_engine(memgov_dsn, logins.reviewer), org_id=ORG)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            stmt = select(model).where(
+                column == first, column != first.value, column.in_(list(enum_class)), column.is_not(None)
+            )
+            with Session(engine) as session:
+                assert session.scalars(stmt).all() == []  # the row filter and the comparisons contradict
+                session.scalars(select(model).where(column == first).order_by(column)).all()
+    finally:
+        engine.dispose()

@@ -693,6 +693,16 @@ def test_an_agent_is_not_told_how_many_rows_a_search_withheld(governed, writer, 
     assert last_log(governed)["withheld"] == 1  # the log has the count, for those who read it
 
 
+def test_where_reads_are_not_governed_an_agent_is_told_nothing_was_withheld(su, writer):
+    """No get rule can withhold a row: the count is 0 for everyone, and telling it tells nothing."""
+    seed(su, fact_text="likes green tea")
+    writer.execute("BEGIN")
+    assert texts(search(writer, text="tea")) == ["likes green tea"]
+    outcome = json.loads(writer.execute("SELECT current_setting('memgov.last_recall')").fetchone()[0])
+    writer.execute("COMMIT")
+    assert (outcome["returned"], outcome["withheld"], outcome["reason_codes"]) == (1, 0, ["READS_NOT_GOVERNED"])
+
+
 def test_a_whole_limit_written_as_a_decimal_is_a_limit(su, writer):
     for i in range(3):
         seed(su, fact_text=f"tea {i}")

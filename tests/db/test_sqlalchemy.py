@@ -24,13 +24,16 @@ from memgov_pg.errors import (
     NotPermittedError,
     PolicyDeniedError,
     QuarantinedError,
+    RecallHeldError,
     from_dbapi_error,
 )
 from memgov_pg.models import MemoryItem, QuarantineEntry, Source, Status, memory_items
 from memgov_pg.sqlalchemy import (
     Decision,
+    RecalledMemory,
     decisions,
     execute,
+    get,
     install,
     memgov_approve,
     memgov_confirm,
@@ -41,9 +44,11 @@ from memgov_pg.sqlalchemy import (
     memgov_reject,
     memgov_release_quarantine,
     memgov_remember,
+    memgov_search,
+    search,
     set_tenant,
 )
-from tests.attack_helpers import ORG, TEXTS, Logins
+from tests.attack_helpers import ORG, READ_POLICY, TEXTS, Logins, deploy_policy
 from tests.sqlalchemy_helpers import login_engine, reset
 
 
@@ -156,7 +161,9 @@ def test_the_review_and_feedback_wrappers(writer: Engine, reviewer: Engine, su: 
     with Session(reviewer) as r:
         approved = r.scalar(memgov_approve(held.request_id or "", "fine"))
         assert approved is not None and approved.status == "approved" and approved.request_id == held.request_id
-        assert approved.decision is not None and approved.decision.action == "require_approval"
+        # the decision taken (the write is applied), and what the policy said on deciding it again
+        assert approved.decision is not None and approved.decision.action == "allow"
+        assert approved.policy_action == "require_approval" and approved.memory_id == held.memory_id
         denied = r.scalar(memgov_deny(held2.request_id or ""))
         assert denied is not None and denied.status == "denied" and denied.decision is None
 
@@ -361,3 +368,39 @@ def test_install_refuses_bad_input(memgov_dsn: str, logins: Logins) -> None:
             set_tenant(session, "")
     finally:
         engine.dispose()
+
+
+# -- governed reads --------------------------------------------------------------------------------
+
+
+def test_search_and_get_return_a_typed_recall(writer: Engine, reviewer: Engine, su: psycopg.Connection[Any]) -> None:
+    deploy_policy(su, "2.0.0", READ_POLICY)  # the attack policy with read rules
+    with Session(writer) as w:
+        stored = w.scalar(memgov_remember(memory("allowed")))
+        sensitive = w.scalar(memgov_remember(memory("allowed", fact_text="green tea for an ulcer", is_sensitive=True)))
+        w.commit()
+    assert stored is not None and stored.memory_id is not None and sensitive is not None
+    with Session(writer) as w:
+        found = search(w, "green tea", limit=5)
+        assert [m.memory_id for m in found.memories] == [stored.memory_id]
+        assert isinstance(found.memories[0], RecalledMemory) and isinstance(found.memories[0].score, float)
+        assert (found.returned, found.withheld, found.withheld_disclosed) == (1, 0, False)  # an agent is not told
+        assert found.decision.action == "allow" and found.decision.decision_id is not None
+        got = get(w, stored.memory_id)
+        assert got.memory is not None and got.memory.fact_text == "likes green tea" and got.memory.score is None
+        assert w.execute(memgov_search(query={"text": "green tea"})).all()[0].memory_id == stored.memory_id
+        with pytest.raises(PolicyDeniedError) as denied:
+            get(w, sensitive.memory_id)
+        assert denied.value.rule_ids == ["withhold-sensitive"]
+        w.rollback()
+        held = search(w, "password: hunter2hunter2")  # a held read: a result, filed in this transaction
+        assert held.memories == () and held.decision.action == "require_approval"
+        w.commit()
+        with pytest.raises(RecallHeldError):
+            held.raise_for()
+    with Session(reviewer) as r:  # a reviewer reads the log: it is told
+        told = search(r, "green tea")
+        assert (told.returned, told.withheld, told.withheld_disclosed) == (1, 1, True)
+    assert su.execute("SELECT operation FROM memgov.approval_requests").fetchall() == [("search",)]
+    with pytest.raises(TypeError, match="takes the text to look for"):
+        memgov_search(42)  # type: ignore[arg-type]

@@ -7,9 +7,12 @@ a database. If a change to the package breaks it, the public API has changed.
 from __future__ import annotations
 
 import uuid
-from typing import assert_type
+from datetime import datetime
+from decimal import Decimal
+from typing import Any, assert_type
 
 from memgov_pg import (
+    ApprovalRecord,
     ConflictError,
     ConnectionFailed,
     Decision,
@@ -22,6 +25,10 @@ from memgov_pg import (
     NotFoundError,
     PolicyDeniedError,
     QuarantinedError,
+    QuarantineRecord,
+    QuarantineResult,
+    Recall,
+    RecalledMemory,
     ReviewResult,
     SyncMemoryPolicyEngine,
     TenantRequiredError,
@@ -69,6 +76,8 @@ async def remember(dsn: str) -> uuid.UUID | None:
             assert_type(review, ReviewResult)
             assert_type(review.status, str)
             assert_type(review.decision, Decision | None)
+        assert_type(review.policy_action, str | None)
+        assert_type(review.memory_id, uuid.UUID | None)
 
         # the same pool, another tenant
         globex = engine.for_tenant("globex")
@@ -102,3 +111,30 @@ def review(dsn: str, memory_id: uuid.UUID | str) -> None:
             assert_type(exc.sqlstate, str)
         except MemgovError as exc:
             print(f"memgov: {exc} (exit {exc.exit_code})")
+
+
+def recall_and_review(dsn: str) -> None:
+    """The sync engine: an item without org_id, a search by text, the review queues."""
+    with SyncMemoryPolicyEngine.connect(dsn, org_id="acme") as engine:
+        engine.remember({"category": "user_fact", "fact_text": "Works on Atlas", "source": "agent_extracted",
+                         "confidence": 0.9})  # fmt: skip
+        recall = engine.search("Atlas", project_id="atlas", limit=5)
+        assert_type(recall, Recall)
+        assert_type(recall.withheld, int)
+        assert_type(recall.withheld_disclosed, bool)
+        for memory in recall.memories:
+            assert_type(memory, RecalledMemory)
+            assert_type(memory.memory_id, uuid.UUID)
+            assert_type(memory.confidence, Decimal)
+            assert_type(memory.score, float | None)
+            assert_type(memory.created_at, datetime)
+        assert_type(engine.get(uuid.uuid4()).memory, RecalledMemory | None)
+        for request in engine.list_approvals():
+            assert_type(request, ApprovalRecord)
+            assert_type(request.decision, Decision | None)
+            assert_type(engine.approve(request.request_id, note="seen"), ReviewResult)
+        for entry in engine.list_quarantine(None, limit=10):
+            assert_type(entry, QuarantineRecord)
+            assert_type(entry.changes(), list[tuple[str, Any, Any]])
+            assert_type(engine.purge_quarantine(entry.quarantine_id), QuarantineResult)
+        assert_type(engine.show_quarantine(uuid.uuid4()).purged, bool)
