@@ -9,19 +9,39 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 import click
+from click.core import ParameterSource
 
 from .. import __version__
 
 F = TypeVar("F", bound=Callable[..., Any])
 
 
+#: Where a command's database comes from, first found first (memgov_pg.db.resolve_dsn).
+DSN_ORDER = (
+    "the command's --dsn, else memgov --dsn, else MEMGOV_DSN, else libpq's own PG* variables "
+    "(PGHOST, PGPORT, PGDATABASE, PGUSER, PGSERVICE...) or service file, else the embedded cluster of `memgov up`"
+)
+
+
+def _dsn_from_group(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """A command's ``--dsn`` wins; without it, the group's (``memgov --dsn X COMMAND``) comes before MEMGOV_DSN."""
+    if ctx.get_parameter_source(param.name or "dsn") is ParameterSource.COMMANDLINE:
+        return value
+    root = ctx.find_root()
+    if root is not ctx and root.get_parameter_source("dsn") is ParameterSource.COMMANDLINE:
+        return root.params.get("dsn")
+    return value
+
+
 def dsn_option(func: F) -> F:
-    """The ``--dsn`` option (also ``MEMGOV_DSN``) of a command."""
+    """The ``--dsn`` option (also ``MEMGOV_DSN``) of a command; the group's ``--dsn`` stands in for it."""
     return click.option(
         "--dsn",
+        metavar="DSN",
         envvar="MEMGOV_DSN",
         show_envvar=True,
-        help="libpq connection string or URI; default: the embedded cluster of `memgov up`.",
+        callback=_dsn_from_group,
+        help=f"libpq connection string or URI. Database: {DSN_ORDER}.",
     )(func)
 
 
@@ -96,6 +116,24 @@ def setup_logging(verbose: int, quiet: bool) -> None:
     "-v", "--verbose", count=True, help="Log to stderr: -v connections, migrations, deploys, sweeps; -vv debug."
 )
 @click.option("-q", "--quiet", is_flag=True, help="Log errors only.")
-def cli(verbose: int, quiet: bool) -> None:
-    """Govern AI agents' long-term memory inside PostgreSQL."""
+@click.option(
+    "--dsn",
+    metavar="DSN",
+    envvar="MEMGOV_DSN",
+    show_envvar=True,
+    help="libpq connection string or URI, for any command that connects (a command's own --dsn wins).",
+)
+def cli(verbose: int, quiet: bool, dsn: str | None) -> None:
+    """Govern AI agents' long-term memory inside PostgreSQL.
+
+    \b
+    The database, first found first:
+      1. the command's --dsn (memgov status --dsn X)
+      2. memgov --dsn X COMMAND
+      3. MEMGOV_DSN
+      4. libpq's own environment: PGHOST, PGHOSTADDR, PGPORT, PGDATABASE,
+         PGUSER, PGSERVICE, or PGSERVICEFILE naming a file (then libpq
+         resolves the rest, ~/.pgpass included, as psql does)
+      5. the embedded cluster of `memgov up`
+    """
     setup_logging(verbose, quiet)

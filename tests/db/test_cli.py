@@ -61,6 +61,38 @@ def test_wrong_database_name_is_one_line(memgov_server):
     assert_one_line_error(run_memgov("migrate", "--dsn", dsn), "no_such_database")
 
 
+def _database(result) -> str:
+    assert result.returncode == 0, result.stdout + result.stderr
+    return str(json.loads(result.stdout)["database"])
+
+
+def test_dsn_on_the_group_and_its_order(memgov_dsn, empty_dsn):
+    """`memgov --dsn X COMMAND` works; the command's --dsn wins over it, and it wins over MEMGOV_DSN."""
+    governed = psycopg.conninfo.conninfo_to_dict(memgov_dsn)["dbname"]
+    other = psycopg.conninfo.conninfo_to_dict(empty_dsn)["dbname"]
+    refused = f"postgresql://postgres@127.0.0.1:{free_port()}/nowhere"
+    assert _database(run_memgov("--dsn", memgov_dsn, "status", "--json")) == governed
+    assert _database(run_memgov("--dsn", refused, "status", "--json", "--dsn", memgov_dsn)) == governed
+    assert _database(run_memgov("--dsn", memgov_dsn, "status", "--json", env={"MEMGOV_DSN": refused})) == governed
+    assert _database(run_memgov("status", "--json", env={"MEMGOV_DSN": empty_dsn})) == other
+    assert _database(run_memgov("--dsn", empty_dsn, "status", "--json", env={"MEMGOV_DSN": memgov_dsn})) == other
+    # a nested command too, and one that fails reports the group's database
+    run = run_memgov("--dsn", memgov_dsn, "retention", "run", "--dry-run", "--json")
+    assert run.returncode == 0, run.stderr
+    assert_one_line_error(run_memgov("--dsn", refused, "status", env={"MEMGOV_DSN": memgov_dsn}), "nowhere")
+
+
+def test_help_names_where_the_database_comes_from():
+    group = run_memgov("--help")
+    assert group.returncode == 0
+    steps = ("the command's --dsn", "memgov --dsn X COMMAND", "MEMGOV_DSN", "PGHOST", "PGSERVICEFILE",
+             "the embedded cluster of `memgov up`")  # fmt: skip
+    order = [group.stdout.index(step) for step in steps]
+    assert order == sorted(order), group.stdout
+    command = " ".join(run_memgov("status", "--help").stdout.split())
+    assert "the command's --dsn, else memgov --dsn, else MEMGOV_DSN, else libpq's own PG* variables" in command
+
+
 def test_no_dsn_and_no_embedded_cluster(tmp_path):
     result = run_memgov("status", cwd=tmp_path)
     assert_one_line_error(result, "memgov up")
