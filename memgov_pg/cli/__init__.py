@@ -13,24 +13,12 @@ import sys
 import click
 import psycopg
 
-from ..db import first_line
 from ..errors import BUSY_SQLSTATES, ExitCode, MemgovError
 from ..policy import PolicyValidationError
 from . import admin, policies, policy_tests, recall, retention, revision, server, shadow
-from .base import cli
+from .base import cli, sql_error_line
 
 __all__ = ["admin", "cli", "main", "policies", "policy_tests", "recall", "retention", "revision", "server", "shadow"]
-
-
-def sql_error_line(exc: psycopg.Error) -> str:
-    """An SQL error as one line: message, hint, SQLSTATE."""
-    diag = exc.diag
-    text = diag.message_primary or first_line(exc)
-    if diag.message_hint:
-        text += f" ({diag.message_hint})"
-    if exc.sqlstate:
-        text += f" [{exc.sqlstate}]"
-    return text.replace("\n", " ")
 
 
 def main(argv: list[str] | None = None) -> None:

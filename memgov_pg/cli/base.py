@@ -9,9 +9,11 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 import click
+import psycopg
 from click.core import ParameterSource
 
 from .. import __version__
+from ..db import first_line
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -43,6 +45,26 @@ def dsn_option(func: F) -> F:
         callback=_dsn_from_group,
         help=f"libpq connection string or URI. Database: {DSN_ORDER}.",
     )(func)
+
+
+def sql_error_line(exc: psycopg.Error) -> str:
+    """An SQL error as one line: message, hint, SQLSTATE."""
+    diag = exc.diag
+    text = diag.message_primary or first_line(exc)
+    if diag.message_hint:
+        text += f" ({diag.message_hint})"
+    if exc.sqlstate:
+        text += f" [{exc.sqlstate}]"
+    return text.replace("\n", " ")
+
+
+#: SQLSTATEs of a connection gone: class 08, and the server shutting down or starting (57P01-57P03)
+CONNECTION_GONE = ("08", "57P01", "57P02", "57P03")
+
+
+def connection_gone(exc: psycopg.Error) -> bool:
+    """Whether ``exc`` means the server went away (no SQLSTATE: libpq lost the connection)."""
+    return exc.sqlstate is None or exc.sqlstate.startswith(CONNECTION_GONE)
 
 
 def json_option(func: F) -> F:
