@@ -19,6 +19,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+import psycopg
 from alembic.config import Config
 from alembic.script import ScriptDirectory
 from alembic.util import CommandError
@@ -203,11 +204,18 @@ def current_revision(dsn: str, version_table: str | None = None) -> str | None:
 
 
 def _alembic(run: Callable[[], None]) -> None:
-    """Run an Alembic command; its errors (an unknown revision ...) become one MemgovError line."""
+    """Run an Alembic command; its errors (an unknown revision ...) become one MemgovError line,
+    and a database error reaches the caller as psycopg raised it, not wrapped by SQLAlchemy."""
+    from sqlalchemy.exc import DBAPIError
+
     try:
         run()
     except CommandError as exc:
         raise MemgovError(f"alembic: {exc}") from exc
+    except DBAPIError as exc:
+        if isinstance(exc.orig, psycopg.Error):
+            raise exc.orig.with_traceback(None) from None
+        raise
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,14 @@ SELECT current_setting('server_version')            AS server_version,
        EXISTS (SELECT FROM pg_catalog.pg_roles r
                 WHERE r.rolname = 'memgov_admin' AND pg_catalog.pg_has_role(r.oid, 'USAGE')) AS admin;
 
+-- name: login_roles
+-- Who the connecting login is, for the error that names the role a command needs.
+SELECT current_user::text AS "user", r.rolsuper AS superuser,
+       EXISTS (SELECT FROM pg_catalog.pg_roles a
+                WHERE a.rolname = 'memgov_admin' AND pg_catalog.pg_has_role(a.oid, 'USAGE')) AS admin
+  FROM pg_catalog.pg_roles r
+ WHERE r.rolname = current_user;
+
 -- name: schema_objects
 -- The memgov objects, for `memgov migrate` and `make demo` to show what exists.
 SELECT c.relname AS name,

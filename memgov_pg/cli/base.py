@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import json
 import logging
 from collections.abc import Callable
@@ -65,6 +66,58 @@ CONNECTION_GONE = ("08", "57P01", "57P02", "57P03")
 def connection_gone(exc: psycopg.Error) -> bool:
     """Whether ``exc`` means the server went away (no SQLSTATE: libpq lost the connection)."""
     return exc.sqlstate is None or exc.sqlstate.startswith(CONNECTION_GONE)
+
+
+#: who may run a command that needs more than a client role
+SUPERUSER = "a superuser"
+ADMIN = "memgov_admin"
+
+
+def needs_role(role: str) -> Callable[[F], F]:
+    """A command that needs ``role`` (:data:`ADMIN`, or :data:`SUPERUSER`): a permission error
+    (42501) of a login without it becomes one line naming the role and how to get it."""
+
+    def wrap(func: F) -> F:
+        @functools.wraps(func)
+        def run(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return func(*args, **kwargs)
+            except psycopg.errors.InsufficientPrivilege as exc:
+                ctx = click.get_current_context()
+                raise _wrong_role(exc, role, ctx.command_path, kwargs.get("dsn")) from None
+
+        return run  # type: ignore[return-value]
+
+    return wrap
+
+
+def _wrong_role(exc: psycopg.Error, role: str, command: str, dsn: str | None) -> Exception:
+    """``exc`` with the role ``command`` needs, when the login lacks it; else ``exc`` itself."""
+    from ..db import connect, resolve_dsn
+    from ..errors import MemgovError
+    from ..resources import query
+
+    try:
+        with connect(resolve_dsn(dsn)) as conn:
+            found = conn.execute(query("login_roles")).fetchone()
+    except (MemgovError, psycopg.Error):
+        return exc  # cannot tell who the login is: the database's own words
+    if found is None:
+        return exc
+    user, superuser, admin = found
+    if role == SUPERUSER and not superuser:
+        need = (
+            f"`{command}` needs a superuser (it creates memgov's roles, schema and grants), and {user} is not one; "
+            "run it as a superuser (--dsn with user=postgres, or PGUSER)"
+        )
+    elif role == ADMIN and not admin:
+        need = (
+            f"`{command}` needs a login in memgov_admin, and {user} is not one; connect as such a login, "
+            f"or have a superuser grant it: GRANT memgov_admin TO {user}"
+        )
+    else:
+        return exc  # the login has the role: the refusal is about something else
+    return MemgovError(f"{sql_error_line(exc)}: {need}")
 
 
 def json_option(func: F) -> F:

@@ -11,12 +11,14 @@ import psycopg
 from ..db import resolve_dsn
 from ..errors import CheckStatus
 from .base import (
+    SUPERUSER,
     F,
     cli,
     connection_gone,
     dsn_option,
     emit,
     json_option,
+    needs_role,
     sql_error_line,
     to_json,
 )
@@ -56,6 +58,7 @@ def version_table_option(func: F) -> F:
 
 
 @cli.command()
+@needs_role(SUPERUSER)
 @dsn_option
 @click.option("--revision", default="head", show_default=True, help="Alembic revision to upgrade to.")
 @version_table_option

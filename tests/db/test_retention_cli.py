@@ -181,7 +181,14 @@ def test_run_needs_memgov_admin(admin, memgov_dsn):
     try:
         params = psycopg.conninfo.conninfo_to_dict(memgov_dsn) | {"user": "retention_cli_writer"}
         result = run_memgov("retention", "run", "--dsn", psycopg.conninfo.make_conninfo(**params))
-        assert_one_line_error(result, "permission denied", "42501")
+        assert_one_line_error(
+            result,
+            "permission denied",
+            "42501",
+            "`memgov retention run` needs a login in memgov_admin, and retention_cli_writer is not one",
+            "GRANT memgov_admin TO retention_cli_writer",
+        )
+        assert result.returncode == 1
     finally:
         admin.execute("DROP ROLE retention_cli_writer")
 
