@@ -1,6 +1,6 @@
 """The built wheel carries the SQL, the Alembic scripts, the shipped policies, the schema and the
 licence, and works on its own: installed into a fresh venv, run from outside the repository, it
-migrates, deploys the shipped default policy, decides an item and passes `status --check`."""
+migrates, deploys the shipped default policy, decides an item, sweeps and passes `status --check`."""
 
 from __future__ import annotations
 
@@ -108,6 +108,11 @@ def test_installed_wheel_migrates_deploys_evaluates_and_checks(installed, empty_
     assert decision["action"] == "deny", decision
     assert "block-secrets" in decision["matched_rule_ids"], decision
 
+    result = memgov("status", "--check")  # nothing has swept this database, nor will
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert result.stdout.startswith("retention has never run and no pg_cron job runs it"), result.stdout
+    result = memgov("retention", "run")
+    assert result.returncode == 0, result.stderr
     result = memgov("status", "--check")
     assert result.returncode == 0, result.stdout + result.stderr
     assert result.stdout.startswith("healthy: "), result.stdout
