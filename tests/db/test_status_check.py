@@ -543,6 +543,15 @@ def test_unreachable_exits_2():
     assert (grouped.returncode, json.loads(grouped.stdout)) == (2, data)
 
 
+def test_a_check_that_cannot_finish_still_answers(fresh):
+    """Reachable, but the check itself fails: degraded, one line saying why, the JSON printed."""
+    result = run_memgov("status", "--check", "--json", "--version-table", "a.b.c", "--dsn", fresh)
+    assert result.returncode == 1, result.stderr
+    assert json.loads(result.stdout) == {"status": "degraded", "problems": [
+        "the check failed: --version-table 'a.b.c': expected [SCHEMA.]TABLE, each a plain SQL name",
+    ]}  # fmt: skip
+
+
 def test_no_database_at_all_is_unreachable(tmp_path):
     result = run_memgov("status", "--check", "--json", cwd=tmp_path)
     assert result.returncode == 2, result.stderr
