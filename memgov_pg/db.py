@@ -57,6 +57,9 @@ def first_line(exc: BaseException) -> str:
 def resolve_dsn(explicit: str | None = None) -> str:
     """``--dsn``, else ``MEMGOV_DSN``, else libpq's own environment, else the embedded cluster.
 
+    ``explicit`` is the command's ``--dsn``, else the group's (``memgov --dsn X COMMAND``):
+    the command line hands whichever was given (memgov_pg.cli.base).
+
     libpq's own: any of ``PGHOST``, ``PGHOSTADDR``, ``PGPORT``, ``PGDATABASE``,
     ``PGUSER``, ``PGSERVICE`` set, or ``PGSERVICEFILE`` naming an existing file.
     The DSN is then empty and libpq resolves it (variables, service file,

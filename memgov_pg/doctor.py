@@ -96,7 +96,10 @@ REVIEWER_API: Final[tuple[str, ...]] = (
     "memgov.purge_quarantine(uuid)",
 )
 
-ENGINE_OWNERS: Final = ("memgov_owner", "memgov_policy")
+ENGINE_OWNERS: Final = ("memgov_owner", "memgov_policy", "memgov_settings_reader")
+#: memgov_settings_reader holds pg_read_all_settings for this one function, and owns nothing else
+SETTINGS_READER: Final = "memgov_settings_reader"
+SETTINGS_FUNCTION: Final = "memgov.cron_settings()"
 GOVERNED_TABLE: Final = "memgov.long_term_memory_items"
 SAFE_SEARCH_PATH: Final = "pg_catalog, pg_temp"
 _TRUSTED_PATH_SCHEMAS: Final = frozenset({"pg_catalog", "memgov"})
@@ -214,10 +217,28 @@ def check_owners(conn: psycopg.Connection[Any]) -> Iterator[Finding]:
             )
     for row in _rows(conn, "doctor_owners"):
         owner = row["owner"]
+        if owner == SETTINGS_READER and row["object"] != SETTINGS_FUNCTION:
+            kind, obj = row["kind"], row["object"]
+            yield Finding(
+                "owner",
+                ERROR,
+                obj,
+                f"{kind} {obj} is owned by {SETTINGS_READER}, which holds pg_read_all_settings for "
+                f"{SETTINGS_FUNCTION} alone: it can read every setting"
+                + (" and it runs with that right" if kind in ("function", "procedure") else ""),
+                f"ALTER {kind.upper()} {obj} OWNER TO memgov_owner",
+            )
+            continue
         if owner in ENGINE_OWNERS:
             continue  # a memgov role that can log in is reported once, above
         kind, obj = row["kind"], row["object"]
-        target = "memgov_policy" if kind == "function" and _is_compiled_policy(obj) else "memgov_owner"
+        target = (
+            "memgov_policy"
+            if kind == "function" and _is_compiled_policy(obj)
+            else SETTINGS_READER
+            if obj == SETTINGS_FUNCTION
+            else "memgov_owner"
+        )
         who = (
             f"the login role {owner}"
             if row["owner_can_login"]
@@ -241,7 +262,8 @@ def _is_compiled_policy(signature: str) -> bool:
 
 
 def check_owner_members(conn: psycopg.Connection[Any]) -> Iterator[Finding]:
-    """A login in memgov_owner or memgov_policy acts as the engine itself."""
+    """A login in memgov_owner or memgov_policy acts as the engine itself; one in
+    memgov_settings_reader reads every setting."""
     for row in _rows(conn, "doctor_owner_members"):
         login, role, via = row["login"], row["engine_role"], row["via"] or [row["login"]]
         through = "" if via == [login] else f" through {_roles(via)}"
@@ -249,7 +271,12 @@ def check_owner_members(conn: psycopg.Connection[Any]) -> Iterator[Finding]:
             "owner-member",
             ERROR,
             login,
-            f"login role {login} is a member of {role}{through}: it can SET ROLE {role} and write past the policy",
+            f"login role {login} is a member of {role}{through}: "
+            + (
+                "it reads every setting of the server (pg_read_all_settings)"
+                if role == SETTINGS_READER
+                else f"it can SET ROLE {role} and write past the policy"
+            ),
             f"REVOKE {role} FROM {', '.join(via)}",
         )
 
@@ -421,11 +448,21 @@ def _grant_findings(
 
 def check_pg_cron(dsn: str, conn: psycopg.Connection[Any], database: str) -> Iterator[Finding]:
     """The sweep (retention, approval expiry) runs only when something schedules it."""
-    from .retention import cron_connection
+    from .pgcron import PgCronDenied, cron_connection
 
     try:
-        with cron_connection(dsn, conn) as (cron, cron_db, _governed):
+        with cron_connection(dsn, conn) as (cron, site):
+            cron_db = site.database
             jobs = _rows(cron, "doctor_cron_jobs", {"database": database})
+    except PgCronDenied as exc:
+        yield Finding(
+            "pg-cron",
+            WARNING,
+            "pg_cron",
+            f"the sweep's pg_cron job was not checked: {exc.reason}",
+            f"{exc.fix}; or run memgov doctor as a superuser",
+        )
+        return
     except (MemgovError, psycopg.Error) as exc:
         message = exc.diag.message_primary if isinstance(exc, psycopg.Error) else str(exc)
         yield Finding(

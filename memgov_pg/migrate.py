@@ -19,6 +19,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+import psycopg
 from alembic.config import Config
 from alembic.script import ScriptDirectory
 from alembic.util import CommandError
@@ -216,11 +217,18 @@ def current_revision(dsn: str, version_table: str | None = None) -> str | None:
 
 
 def _alembic(run: Callable[[], None]) -> None:
-    """Run an Alembic command; its errors (an unknown revision ...) become one MemgovError line."""
+    """Run an Alembic command; its errors (an unknown revision ...) become one MemgovError line,
+    and a database error reaches the caller as psycopg raised it, not wrapped by SQLAlchemy."""
+    from sqlalchemy.exc import DBAPIError
+
     try:
         run()
     except CommandError as exc:
         raise MemgovError(f"alembic: {exc}") from exc
+    except DBAPIError as exc:
+        if isinstance(exc.orig, psycopg.Error):
+            raise exc.orig.with_traceback(None) from None
+        raise
 
 
 @dataclass(frozen=True)
@@ -274,9 +282,26 @@ def migrate(dsn: str, revision: str = "head", version_table: str | None = None) 
             )
     log.info("migrating memgov from %s to %s", where.revision or "nothing", revision)
     _alembic(lambda: command.upgrade(alembic_config(dsn), revision))
+    _grant_version_table(dsn)
     after = current_revision(dsn, OWN_VERSION_TABLE)
     log.info("memgov schema at %s (%s)", after, OWN_VERSION_TABLE)
     return Migrated(where.revision, after, OWN_VERSION_TABLE, False)
+
+
+def _grant_version_table(dsn: str) -> None:
+    """Let memgov_admin read memgov's own version table (``memgov status`` shows the revision).
+
+    Alembic creates the table as whoever migrates; granting only when missing keeps a
+    migrate at head a no-op for a role that could not grant it.
+    """
+    ident = sql.Identifier(*qualified_table(OWN_VERSION_TABLE))
+    with connect(dsn, autocommit=True) as conn:
+        exists = conn.execute(query("version_table_exists"), {"table": ident.as_string(conn)}).fetchone()
+        if not (exists and exists[0]):
+            return  # migrated down to nothing
+        granted = conn.execute(query("version_table_granted"), {"table": ident.as_string(conn)}).fetchone()
+        if not (granted and granted[0]):
+            conn.execute(sql.SQL(query("grant_version_table")).format(table=ident))
 
 
 def upgrade(dsn: str, revision: str = "head", version_table: str | None = None) -> tuple[str | None, str | None]:

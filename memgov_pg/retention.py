@@ -15,15 +15,15 @@ import datetime as dt
 import logging
 import re
 import threading
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from typing import Any
 
 import psycopg
-from psycopg import conninfo, errors
+from psycopg import errors
 
 from .db import connect, first_line
 from .errors import BusyError, MemgovError
+from .pgcron import SCHEDULE_GRANT, PgCronDenied, cron_connection, require_schedule
 from .resources import query
 
 JOB_PREFIX = "memgov-maintenance:"
@@ -33,10 +33,6 @@ REASONS = ("ttl", "confidence", "auto_delete")
 Progress = Callable[[dict[str, Any]], None]
 
 log = logging.getLogger("memgov_pg")
-
-
-class PgCronMissing(MemgovError):
-    """pg_cron is not loaded by the server, or not installed in its cron database."""
 
 
 class SchemaMissing(MemgovError):
@@ -52,45 +48,12 @@ def job_name(database: str) -> str:
     return f"{JOB_PREFIX}{database}"
 
 
-def _dsn_with_dbname(dsn: str, dbname: str) -> str:
-    params = conninfo.conninfo_to_dict(dsn)
-    params["dbname"] = dbname
-    return conninfo.make_conninfo(**params)  # type: ignore[arg-type]
-
-
 def require_schema(conn: psycopg.Connection[Any]) -> None:
     """Raise SchemaMissing unless ``conn``'s database has the memgov schema."""
     row = conn.execute(query("memgov_schema_installed")).fetchone()
     if not (row and row[0]):
         database = conn.info.dbname
         raise SchemaMissing(f"database {database} has no memgov schema: run `memgov migrate` first")
-
-
-def cron_database(conn: psycopg.Connection[Any]) -> tuple[str, str]:
-    """(cron database, governed database); PgCronMissing when the server has not loaded pg_cron."""
-    row = conn.execute(query("cron_database_name")).fetchone()
-    assert row is not None
-    cron_db, governed = row
-    if not cron_db:
-        raise PgCronMissing(
-            "pg_cron is not loaded by this server: add shared_preload_libraries = 'pg_cron' and "
-            "cron.database_name = '<database>' to postgresql.conf, restart PostgreSQL, and run "
-            "CREATE EXTENSION pg_cron in that database (Debian/Ubuntu: apt-get install postgresql-15-cron)"
-        )
-    return str(cron_db), str(governed)
-
-
-@contextmanager
-def cron_connection(dsn: str, conn: psycopg.Connection[Any]) -> Iterator[tuple[psycopg.Connection[Any], str, str]]:
-    """An autocommit connection to the cron database of ``conn``'s server: (connection, cron db, governed db)."""
-    cron_db, governed = cron_database(conn)
-    with connect(_dsn_with_dbname(dsn, cron_db), autocommit=True) as cron:
-        if cron.execute(query("pg_cron_installed")).fetchone() is None:
-            raise PgCronMissing(
-                f"pg_cron is loaded but not installed in its database {cron_db}: "
-                f"run CREATE EXTENSION pg_cron there as a superuser"
-            )
-        yield cron, cron_db, governed
 
 
 def _jobs(cron: psycopg.Connection[Any], name: str) -> list[dict[str, Any]]:
@@ -102,17 +65,20 @@ def _jobs(cron: psycopg.Connection[Any], name: str) -> list[dict[str, Any]]:
 def _cron_error(exc: psycopg.Error, what: str) -> MemgovError:
     message = exc.diag.message_primary or first_line(exc)
     if isinstance(exc, errors.InsufficientPrivilege):
-        return MemgovError(
-            f"{what}: {message} (run it as a superuser, or have one GRANT EXECUTE on pg_cron's "
-            "cron.schedule_in_database and cron.unschedule to your role)"
+        return PgCronDenied(
+            f"{what}: {message}",
+            f"a superuser grants what pg_cron needs in its database: {SCHEDULE_GRANT} "
+            "(and EXECUTE on cron.unschedule(bigint), which PUBLIC holds by default), or schedules as a superuser",
         )
     return MemgovError(f"{what}: {message}")
 
 
 def schedule(dsn: str, cron_expression: str | None = None) -> dict[str, Any]:
     """Install or replace the maintenance job of the database ``dsn`` names; returns the job."""
-    with connect(dsn, autocommit=True) as conn, cron_connection(dsn, conn) as (cron, cron_db, governed):
+    with connect(dsn, autocommit=True) as conn, cron_connection(dsn, conn) as (cron, site):
         require_schema(conn)
+        require_schedule(site)
+        cron_db, governed = site.database, site.governed
         if cron_expression is None:
             # the global policy's retention.schedule, else the engine's default (SQL states it)
             row = conn.execute(query("default_schedule")).fetchone()
@@ -124,9 +90,10 @@ def schedule(dsn: str, cron_expression: str | None = None) -> dict[str, Any]:
         user = cron.info.parameter_status("session_authorization") or ""
         try:
             # pg_cron keys jobs by (name, user): drop a same-named job another user made,
-            # so that the database keeps one job
+            # so that the database keeps one job; and an inactive one, which scheduling again
+            # would leave inactive (pg_cron updates its schedule and command only)
             for job in existing:
-                if job["username"] != user:
+                if job["username"] != user or not job["active"]:
                     cron.execute(query("cron_unschedule_job"), {"jobid": job["jobid"]})
             row = cron.execute(
                 query("cron_schedule_job"),
@@ -142,8 +109,8 @@ def schedule(dsn: str, cron_expression: str | None = None) -> dict[str, Any]:
 def unschedule(dsn: str) -> dict[str, Any]:
     """Remove the maintenance job of the database ``dsn`` names (nothing to do is not an error)."""
     with connect(dsn, autocommit=True) as conn:
-        with cron_connection(dsn, conn) as (cron, cron_db, governed):
-            name = job_name(governed)
+        with cron_connection(dsn, conn) as (cron, site):
+            cron_db, name = site.database, job_name(site.governed)
             removed = []
             try:
                 for job in _jobs(cron, name):
@@ -155,10 +122,15 @@ def unschedule(dsn: str) -> dict[str, Any]:
 
 
 def find_job(dsn: str, conn: psycopg.Connection[Any]) -> dict[str, Any]:
-    """The maintenance job of ``conn``'s database and its last run, for `memgov status`."""
+    """The maintenance job of ``conn``'s database and its last run, for `memgov status`.
+
+    ``sees_all_jobs``: whether pg_cron shows this role every role's jobs (a superuser), or
+    only its own; ``denied``: pg_cron is there but this role may not look (``error`` says
+    which grant it needs).
+    """
     try:
-        with cron_connection(dsn, conn) as (cron, cron_db, governed):
-            name = job_name(governed)
+        with cron_connection(dsn, conn) as (cron, site):
+            name = job_name(site.governed)
             jobs = _jobs(cron, name)
             job = jobs[0] if jobs else None
             last = None
@@ -167,12 +139,13 @@ def find_job(dsn: str, conn: psycopg.Connection[Any]) -> dict[str, Any]:
                 columns = [c.name for c in cur.description or ()]
                 found = cur.fetchone()
                 last = dict(zip(columns, found, strict=True)) if found else None
-            log_run = cron.execute(query("cron_log_run")).fetchone()
-            return {"cron_database": cron_db, "job_name": name, "job": job, "last_run": last,
-                    "logs_runs": not (log_run and log_run[0] == "off"), "error": None}  # fmt: skip
+            return {"cron_database": site.database, "job_name": name, "job": job, "last_run": last,
+                    "logs_runs": site.logs_runs, "user": site.user, "sees_all_jobs": site.sees_all_jobs,
+                    "error": None, "denied": False}  # fmt: skip
     except (MemgovError, psycopg.Error) as exc:
+        denied = isinstance(exc, PgCronDenied | errors.InsufficientPrivilege)
         return {"cron_database": None, "job_name": None, "job": None, "last_run": None, "logs_runs": None,
-                "error": _message(exc)}  # fmt: skip
+                "user": None, "sees_all_jobs": None, "error": _message(exc), "denied": denied}  # fmt: skip
 
 
 def _message(exc: BaseException) -> str:
@@ -299,19 +272,27 @@ def status(dsn: str, version_table: str | None = None) -> dict[str, Any]:
     The schema revision is memgov's, wherever it is recorded (``version_table``, or
     memgov's own table and a host project's ``public.alembic_version``).
     """
-    from .migrate import head_revision, locate
+    from .migrate import Located, head_revision, locate
 
     with connect(dsn, autocommit=True) as conn:
         info = conn.execute(query("server_info")).fetchone()
         assert info is not None
         objects = conn.execute(query("schema_objects")).fetchall()
-        where = locate(dsn, version_table)
+        revision_error = None
+        try:
+            where = locate(dsn, version_table)
+        except errors.InsufficientPrivilege as exc:  # a version table this role may not read
+            revision_error = _message(exc)
+            exists = conn.execute(query("memgov_schema_exists")).fetchone()
+            where = Located((), (), bool(exists and exists[0]))
         data: dict[str, Any] = {
             "server_version": info[0],
             "database": info[1],
             "user": info[2],
+            "admin": bool(info[3]),
             "schema_revision": where.revision,
             "head_revision": head_revision(),
+            "revision_error": revision_error,
             "version_table": where.table,
             "revision_records": [{"table": t, "revision": r} for t, r in where.records],
             "implied_by": list(where.implied_by),
@@ -371,20 +352,10 @@ def _by_key(rows: list[dict[str, Any]] | dict[str, str], key: str, value: str) -
 
 # -- memgov status --check ----------------------------------------------------------
 
-# Pending approvals older than their tenant's approval_ttl (the sweep expires them), and
-# quarantined writes held longer than it too: "quarantine growing" means nobody resolves them.
-_OVERDUE_SQL = """
-SELECT (SELECT count(*) FROM memgov.approval_requests r WHERE memgov.approval_expired(r)) AS approvals,
-       (SELECT count(*) FROM memgov.quarantine q
-         WHERE q.status = 'held'
-           AND q.quarantined_at <= pg_catalog.now() - memgov.retention_interval(q.org_id, 'approval_ttl'))
-           AS quarantine
-"""
-
 
 def _overdue(conn: psycopg.Connection[Any]) -> dict[str, Any]:
     try:
-        row = conn.execute(_OVERDUE_SQL).fetchone()
+        row = conn.execute(query("status_overdue")).fetchone()
     except psycopg.Error as exc:
         return {"error": _message(exc)}
     assert row is not None
@@ -463,6 +434,14 @@ def health(data: dict[str, Any]) -> list[str]:
     problems: list[str] = []
     if not data["schema_exists"]:
         return ["schema memgov is not installed: run `memgov migrate`"]
+    if not data.get("admin", True):
+        user = data["user"]
+        return [
+            f"{user} is not a member of memgov_admin: it may not read what the check reads; connect as a login "
+            f"in memgov_admin (a superuser grants the role: GRANT memgov_admin TO {user})"
+        ]
+    if data.get("revision_error"):
+        problems.append(f"cannot read the schema revision: {data['revision_error']}")
     revision, head = data["schema_revision"], data["head_revision"]
     if revision not in (None, head):
         from .migrate import shipped_revisions
@@ -494,16 +473,38 @@ def health(data: dict[str, Any]) -> list[str]:
             )
     cron = data["pg_cron"]
     if cron.get("error"):
-        problems.append(f"pg_cron unavailable: {cron['error']}")
+        problems.append(f"{'cannot check pg_cron' if cron.get('denied') else 'pg_cron unavailable'}: {cron['error']}")
         return problems
     last = cron.get("last_run")
     if last and last.get("status") == "failed":
         message = " ".join((last.get("return_message") or "").split())
         problems.append(f"last pg_cron run of {cron['job_name']} failed at {last['start_time'].isoformat()}: {message}")
     job = cron.get("job")
-    if job is not None and job.get("active") and data.get("now") is not None:
+    if job is None:
+        if data.get("last_maintenance_run") is None:  # no job, and no sweep ever (another scheduler's would show)
+            problems.append(_never_swept(cron))
+    elif not job.get("active"):
+        problems.append(
+            f"pg_cron job {cron['job_name']} is inactive: the sweep does not run "
+            "(`memgov retention schedule` replaces it with an active one)"
+        )
+    elif data.get("now") is not None:
         problems.extend(_sweep_overdue(data, job, last))
     return problems
+
+
+def _never_swept(cron: dict[str, Any]) -> str:
+    """The problem of a database no sweep ever ran in, and no job (that this role may see) will run."""
+    if cron.get("sees_all_jobs"):
+        return (
+            "retention has never run and no pg_cron job runs it: `memgov retention schedule` "
+            "(a sweep now: `memgov retention run`)"
+        )
+    return (
+        f"retention has never run and {cron['user']} sees no pg_cron job {cron['job_name']} (pg_cron shows "
+        "a role only the jobs it scheduled): `memgov retention schedule` as this login "
+        "(a sweep now: `memgov retention run`)"
+    )
 
 
 def _sweep_overdue(data: dict[str, Any], job: dict[str, Any], last: dict[str, Any] | None) -> list[str]:

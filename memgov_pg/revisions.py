@@ -43,6 +43,10 @@ from .migrate import alembic_config, apply_sql_files, upgrade
 from .resources import query
 
 OWNER = "memgov_owner"
+#: the owners memgov_owner may act as (it is a member of memgov_policy); a routine of any
+#: other owner (memgov_settings_reader's) is created, changed and dropped by the superuser
+#: who migrates, outside SET ROLE
+ACTS_AS = frozenset({OWNER, "memgov_policy"})
 BEGIN = "-- generated routines: begin (scripts/revision-sql; do not edit)"
 END = "-- generated routines: end"
 _BLOCK = re.compile(re.escape(BEGIN) + r"\n.*?" + re.escape(END), re.S)
@@ -108,15 +112,24 @@ def _create(old: Routine | None, new: Routine) -> list[str]:
     return out
 
 
+def _as_migrator(step: list[str], *owners: str) -> list[str]:
+    """``step``, run as the superuser who migrates when memgov_owner cannot act as one of ``owners``."""
+    if all(owner in ACTS_AS for owner in owners):
+        return step
+    return ["RESET ROLE;", *step, f"SET ROLE {OWNER};"]
+
+
 def changes(before: dict[str, Routine], after: dict[str, Routine]) -> str:
     """The SQL that turns the routines ``before`` into ``after`` (empty when they agree)."""
     statements: list[str] = []
     for signature, new in after.items():  # creation order: a routine after what it calls
-        if (step := _create(before.get(signature), new)) and step != []:
-            statements.append("\n".join(step))
+        old = before.get(signature)
+        if step := _create(old, new):
+            owners = (new.owner,) if old is None else (old.owner, new.owner)
+            statements.append("\n".join(_as_migrator(step, *owners)))
     for signature, old in reversed(before.items()):
         if signature not in after:
-            statements.append(f"DROP {old.kind} {signature};")
+            statements.append("\n".join(_as_migrator([f"DROP {old.kind} {signature};"], old.owner)))
     if not statements:
         return ""
     return f"SET ROLE {OWNER};\n\n" + "\n\n".join(statements) + "\n\nRESET ROLE;\n"

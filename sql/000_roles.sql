@@ -1,20 +1,24 @@
 -- memgov: roles, the schema and who may use it.
 --
 -- Roles are cluster-wide, so they are created only when missing: several
--- governed databases in one cluster share them. All five are NOLOGIN;
--- deployments grant the last three to their own login roles, never the first two.
+-- governed databases in one cluster share them. All six are NOLOGIN;
+-- deployments grant memgov_writer, memgov_reviewer and memgov_admin to their own
+-- login roles, never the other three.
 --
 --   memgov_owner     owns every memgov object; SECURITY DEFINER functions run as it
 --   memgov_policy    owns the compiled policy functions, which run as it: no table privileges
 --   memgov_writer    agents: read/write items, remember, forget
 --   memgov_reviewer  the user-facing application and human reviewers
 --   memgov_admin     deploy, rollback, schedule, bind tenants; reads across tenants
+--   memgov_settings_reader  owns memgov.cron_settings() alone, which runs as it: holds
+--                    pg_read_all_settings to read pg_cron's superuser-only settings
 
 DO $roles$
 DECLARE
     v_role text;
 BEGIN
-    FOREACH v_role IN ARRAY ARRAY['memgov_owner', 'memgov_policy', 'memgov_writer', 'memgov_reviewer', 'memgov_admin'] LOOP
+    FOREACH v_role IN ARRAY ARRAY['memgov_owner', 'memgov_policy', 'memgov_writer', 'memgov_reviewer', 'memgov_admin',
+                                  'memgov_settings_reader'] LOOP
         IF NOT EXISTS (SELECT FROM pg_catalog.pg_roles WHERE rolname = v_role) THEN
             EXECUTE pg_catalog.format('CREATE ROLE %I NOLOGIN', v_role);
         END IF;
@@ -27,6 +31,9 @@ $roles$;
 
 -- memgov_owner creates the compiled policy functions and hands them to memgov_policy
 GRANT memgov_policy TO memgov_owner;
+-- pg_cron's cron.database_name and cron.log_run are superuser-only settings: memgov_admin
+-- reads those two through memgov.cron_settings(), which runs as this role (sql/070_retention.sql)
+GRANT pg_read_all_settings TO memgov_settings_reader;
 
 CREATE SCHEMA memgov AUTHORIZATION memgov_owner;
 -- The revision it is at ends the comment: memgov_pg.migrate.locate reads it where a host's

@@ -640,5 +640,35 @@ GRANT EXECUTE ON FUNCTION memgov.ttl_due(memgov.long_term_memory_items) TO memgo
 GRANT EXECUTE ON FUNCTION memgov.auto_delete_confidence_bound() TO memgov_admin;
 GRANT EXECUTE ON PROCEDURE memgov.run_maintenance(boolean) TO memgov_admin;
 GRANT EXECUTE ON FUNCTION memgov.apply_retention(uuid) TO memgov_writer, memgov_reviewer, memgov_admin;
+-- `memgov status --check` counts the approvals and quarantined writes past approval_ttl
+GRANT EXECUTE ON FUNCTION memgov.approval_expired(memgov.approval_requests),
+    memgov.retention_interval(text, text) TO memgov_admin;
 
 RESET ROLE;
+
+-- pg_cron's two settings that memgov status, retention schedule and doctor need
+-- (memgov_pg/pgcron.py). pg_cron makes cron.database_name and cron.log_run superuser-only:
+-- only superusers and members of pg_read_all_settings read them. memgov_admin gets these two
+-- and nothing else: pg_read_all_settings would show it every setting (primary_conninfo with
+-- its password among them), and memgov_owner, whose functions every client calls, does not
+-- hold it either. This function runs as memgov_settings_reader, which holds
+-- pg_read_all_settings, owns nothing else and is granted to no one; it takes no argument
+-- and returns the same three values whoever calls it. Created by the superuser who
+-- migrates: memgov_owner cannot hand a function to a role it is not a member of.
+
+-- pg_cron's database and cron.log_run (NULL: pg_cron is not loaded), and whether this function may read them.
+CREATE FUNCTION memgov.cron_settings(OUT cron_database text, OUT log_run text, OUT readable boolean)
+LANGUAGE sql STABLE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+    -- a config file may still set cron.* after pg_cron left shared_preload_libraries: such a
+    -- placeholder has context 'user'; pg_cron's own settings are 'postmaster' ones
+    SELECT (SELECT s.setting FROM pg_catalog.pg_settings s
+             WHERE s.name = 'cron.database_name' AND s.context = 'postmaster'),
+           (SELECT s.setting FROM pg_catalog.pg_settings s
+             WHERE s.name = 'cron.log_run' AND s.context = 'postmaster'),
+           pg_catalog.pg_has_role('pg_read_all_settings', 'USAGE')
+$$;
+ALTER FUNCTION memgov.cron_settings() OWNER TO memgov_settings_reader;
+REVOKE ALL ON FUNCTION memgov.cron_settings() FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION memgov.cron_settings() TO memgov_admin;

@@ -6,7 +6,17 @@
 SELECT current_setting('server_version')            AS server_version,
        current_database()                           AS database,
        current_user                                 AS "user",
-       coalesce(current_setting('cron.database_name', true), '') AS cron_database;
+       -- a superuser, or a role with memgov_admin's privileges: who may read what status shows
+       EXISTS (SELECT FROM pg_catalog.pg_roles r
+                WHERE r.rolname = 'memgov_admin' AND pg_catalog.pg_has_role(r.oid, 'USAGE')) AS admin;
+
+-- name: login_roles
+-- Who the connecting login is, for the error that names the role a command needs.
+SELECT current_user::text AS "user", r.rolsuper AS superuser,
+       EXISTS (SELECT FROM pg_catalog.pg_roles a
+                WHERE a.rolname = 'memgov_admin' AND pg_catalog.pg_has_role(a.oid, 'USAGE')) AS admin
+  FROM pg_catalog.pg_roles r
+ WHERE r.rolname = current_user;
 
 -- name: schema_objects
 -- The memgov objects, for `memgov migrate` and `make demo` to show what exists.
@@ -33,6 +43,14 @@ SELECT EXISTS (SELECT FROM pg_catalog.pg_database WHERE datname = %(name)s) AS e
 -- name: version_table_exists
 -- Whether an Alembic version table exists (memgov's own or a host's), by qualified name.
 SELECT to_regclass(%(table)s) IS NOT NULL AS exists;
+
+-- name: grant_version_table
+-- memgov's own version table, readable by memgov_admin (memgov status); {table} is memgov's own.
+GRANT SELECT ON {table} TO memgov_admin;
+
+-- name: version_table_granted
+-- Whether memgov_admin may read memgov's own version table already.
+SELECT pg_catalog.has_table_privilege('memgov_admin', %(table)s, 'SELECT') AS granted;
 
 -- name: current_revision
 -- Every revision a version table records. memgov's own table holds only memgov's; a
@@ -225,20 +243,69 @@ SELECT to_regnamespace('memgov') IS NOT NULL AS exists,
        pg_catalog.obj_description(to_regnamespace('memgov'), 'pg_namespace') AS comment;
 
 -- name: memgov_schema_installed
--- Whether this database has the memgov engine (the retention procedure in particular).
-SELECT to_regprocedure('memgov.run_maintenance(boolean)') IS NOT NULL AS installed;
+-- Whether this database has the memgov engine (the retention procedure in particular); read
+-- from the catalog, so that a role without USAGE on schema memgov gets an answer too.
+SELECT EXISTS (SELECT FROM pg_catalog.pg_proc p JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace
+                WHERE n.nspname = 'memgov' AND p.proname = 'run_maintenance'
+                  AND p.proargtypes = '16'::pg_catalog.oidvector) AS installed;  -- (boolean)
 
--- name: cron_database_name
--- The database pg_cron lives in; NULL when the server has not loaded pg_cron. A config file
+-- name: status_overdue
+-- `memgov status --check`: pending approvals older than their tenant's approval_ttl (the sweep
+-- expires them), and quarantined writes held longer than it too: "quarantine growing" means
+-- nobody resolves them.
+SELECT (SELECT count(*) FROM memgov.approval_requests r WHERE memgov.approval_expired(r)) AS approvals,
+       (SELECT count(*) FROM memgov.quarantine q
+         WHERE q.status = 'held'
+           AND q.quarantined_at <= pg_catalog.now() - memgov.retention_interval(q.org_id, 'approval_ttl'))
+           AS quarantine;
+
+-- name: cron_settings_seen
+-- pg_cron's settings as this role reads them (memgov_pg/pgcron.py): NULL when pg_cron is not
+-- loaded, and for a role that may not read superuser-only settings (reads_settings false), which
+-- may ask memgov.cron_settings() instead when it can (asks_memgov: memgov_admin). A config file
 -- may still set cron.database_name after pg_cron left shared_preload_libraries: that is a
 -- placeholder of context 'user', pg_cron's own setting is a 'postmaster' one.
 SELECT (SELECT s.setting FROM pg_catalog.pg_settings s
          WHERE s.name = 'cron.database_name' AND s.context = 'postmaster') AS cron_database,
-       current_database()                                                AS governed_database;
+       (SELECT s.setting FROM pg_catalog.pg_settings s
+         WHERE s.name = 'cron.log_run' AND s.context = 'postmaster')       AS log_run,
+       current_database()                                                 AS governed_database,
+       current_user::text                                                 AS "user",
+       pg_catalog.pg_has_role('pg_read_all_settings', 'USAGE')            AS reads_settings,
+       n.oid IS NOT NULL                                                  AS has_schema,
+       coalesce(pg_catalog.has_schema_privilege(n.oid, 'USAGE')
+                AND EXISTS (SELECT FROM pg_catalog.pg_proc p
+                             WHERE p.pronamespace = n.oid AND p.proname = 'cron_settings' AND p.pronargs = 0
+                               AND pg_catalog.has_function_privilege(p.oid, 'EXECUTE')), false) AS asks_memgov,
+       EXISTS (SELECT FROM pg_catalog.pg_roles r
+                WHERE r.rolname = 'memgov_admin' AND pg_catalog.pg_has_role(r.oid, 'USAGE')) AS is_admin
+  FROM (SELECT NULL) AS one
+  LEFT JOIN pg_catalog.pg_namespace n ON n.nspname = 'memgov';
 
--- name: pg_cron_installed
--- Run in the cron database: whether CREATE EXTENSION pg_cron was done there.
-SELECT extversion FROM pg_catalog.pg_extension WHERE extname = 'pg_cron';
+-- name: cron_settings_asked
+-- pg_cron's settings through memgov.cron_settings() (memgov_admin).
+SELECT cron_database, log_run, readable FROM memgov.cron_settings();
+
+-- name: cron_setting_probe
+-- Raises 42501 when pg_cron defined cron.database_name (it is loaded) and this role may not read it.
+SELECT pg_catalog.current_setting('cron.database_name', true) AS cron_database;
+
+-- name: pg_cron_access
+-- Run in the cron database: no row when CREATE EXTENSION pg_cron was not done there; else
+-- what this role may do: use schema cron (a superuser's GRANT USAGE), create jobs
+-- (EXECUTE on cron.schedule_in_database), see every role's jobs (pg_cron's row security
+-- shows others only their own).
+SELECT e.extversion,
+       current_user::text                                              AS "user",
+       pg_catalog.has_schema_privilege(n.oid, 'USAGE')                AS uses_schema,
+       EXISTS (SELECT FROM pg_catalog.pg_proc p
+                WHERE p.pronamespace = n.oid AND p.proname = 'schedule_in_database'
+                  AND pg_catalog.has_function_privilege(p.oid, 'EXECUTE')) AS may_schedule,
+       (SELECT r.rolsuper OR r.rolbypassrls FROM pg_catalog.pg_roles r
+         WHERE r.rolname = current_user)                               AS sees_all_jobs
+  FROM pg_catalog.pg_extension e
+  JOIN pg_catalog.pg_namespace n ON n.nspname = 'cron'  -- pg_cron's script makes it (extnamespace is public)
+ WHERE e.extname = 'pg_cron';
 
 -- name: default_schedule
 -- The maintenance schedule of the active global policy (retention.schedule), else the default.
@@ -270,10 +337,6 @@ SELECT runid, status, start_time, end_time, return_message
  WHERE jobid = %(jobid)s
  ORDER BY runid DESC
  LIMIT 1;
-
--- name: cron_log_run
--- Run in the cron database: whether pg_cron records its runs in cron.job_run_details ('on', the default).
-SELECT current_setting('cron.log_run', true) AS log_run;
 
 -- name: maintenance_last_run_id
 SELECT coalesce(max(run_id), 0) AS run_id FROM memgov.maintenance_runs WHERE org_id = '*';
@@ -442,12 +505,13 @@ SELECT o.kind, o.object, o.owner::regrole::text AS owner, r.rolcanlogin AS owner
 -- memgov's own roles: which exist, and whether one can log in.
 SELECT r.rolname AS role, r.rolcanlogin AS can_login, r.rolsuper AS superuser
   FROM pg_catalog.pg_roles r
- WHERE r.rolname IN ('memgov_owner', 'memgov_policy', 'memgov_writer', 'memgov_reviewer', 'memgov_admin')
+ WHERE r.rolname IN ('memgov_owner', 'memgov_policy', 'memgov_writer', 'memgov_reviewer', 'memgov_admin',
+                     'memgov_settings_reader')
  ORDER BY 1;
 
 -- name: doctor_owner_members
--- Non-superuser logins that are members of memgov_owner or memgov_policy, and the direct
--- grants of that role they come through.
+-- Non-superuser logins that are members of memgov_owner, memgov_policy or
+-- memgov_settings_reader, and the direct grants of that role they come through.
 SELECT l.oid::regrole::text AS login, g.rolname AS engine_role,
        array(SELECT m.member::regrole::text
                FROM pg_catalog.pg_auth_members m
@@ -455,7 +519,7 @@ SELECT l.oid::regrole::text AS login, g.rolname AS engine_role,
               ORDER BY 1) AS via
   FROM pg_catalog.pg_roles l
  CROSS JOIN pg_catalog.pg_roles g
- WHERE g.rolname IN ('memgov_owner', 'memgov_policy')
+ WHERE g.rolname IN ('memgov_owner', 'memgov_policy', 'memgov_settings_reader')
    AND l.rolcanlogin AND NOT l.rolsuper AND l.oid <> g.oid
    AND pg_catalog.pg_has_role(l.oid, g.oid, 'MEMBER')
    -- a member of memgov_owner is a member of memgov_policy too (memgov_owner is): say it once

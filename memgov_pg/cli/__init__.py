@@ -13,36 +13,14 @@ import sys
 import click
 import psycopg
 
-from ..db import first_line
 from ..errors import BUSY_SQLSTATES, EngineError, ExitCode, MemgovError
 from ..policy import PolicyValidationError
 from . import admin, policies, policy_tests, recall, retention, review, revision, server, shadow
-from .base import cli
+from .base import cli, engine_error_line, sql_error_line
 
 __all__ = [
     "admin", "cli", "main", "policies", "policy_tests", "recall", "retention", "review", "revision", "server", "shadow",
 ]  # fmt: skip
-
-
-def sql_error_line(exc: psycopg.Error) -> str:
-    """An SQL error as one line: message, hint, SQLSTATE."""
-    diag = exc.diag
-    text = (diag.message_primary or first_line(exc)).removeprefix("memgov: ")
-    if diag.message_hint:
-        text += f" ({diag.message_hint})"
-    if exc.sqlstate:
-        text += f" [{exc.sqlstate}]"
-    return text.replace("\n", " ")
-
-
-def engine_error_line(exc: EngineError) -> str:
-    """An engine error as one line, as :func:`sql_error_line` writes it: message, hint, SQLSTATE."""
-    text = str(exc)
-    if exc.hint:
-        text += f" ({exc.hint})"
-    if exc.sqlstate:
-        text += f" [{exc.sqlstate}]"
-    return text.replace("\n", " ")
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -9,7 +9,7 @@ import click
 
 from ..db import resolve_dsn
 from ..errors import ExitCode
-from .base import check_tenant, cli, dsn_option, emit, json_option, to_json
+from .base import ADMIN, check_tenant, cli, dsn_option, emit, json_option, needs_role, to_json
 
 
 @cli.group()
@@ -18,6 +18,7 @@ def tenant() -> None:
 
 
 @tenant.command(name="grant")
+@needs_role(ADMIN)
 @click.argument("role")
 @click.argument("org", callback=check_tenant)
 @dsn_option
@@ -33,6 +34,7 @@ def tenant_grant(role: str, org: str, dsn: str | None, as_json: bool) -> None:
 
 
 @tenant.command(name="revoke")
+@needs_role(ADMIN)
 @click.argument("role")
 @click.argument("org", callback=check_tenant)
 @dsn_option
@@ -55,6 +57,7 @@ def tenant_revoke(role: str, org: str, dsn: str | None, as_json: bool) -> None:
 
 
 @tenant.command(name="list")
+@needs_role(ADMIN)
 @click.option("--role", metavar="ROLE", help="Only this role's tenants.")
 @dsn_option
 @json_option
@@ -117,6 +120,7 @@ def check_anchor(ctx: click.Context, param: click.Parameter, value: str | None) 
 
 
 @cli.command(name="verify-log")
+@needs_role(ADMIN)
 @click.option(
     "--anchor",
     metavar="SEAL_ID:HASH",

@@ -11,7 +11,7 @@ import click
 from ..db import resolve_dsn
 from ..errors import ExitCode
 from ..policy import OPERATION_TYPES
-from .base import cli, dsn_option, emit, json_option, tenant_option
+from .base import ADMIN, cli, dsn_option, emit, json_option, needs_role, tenant_option
 
 
 def print_warnings(warnings: Any) -> None:
@@ -101,6 +101,7 @@ def compile_command(policy: str, tenant: str | None, dsn: str | None) -> None:
 
 
 @cli.command()
+@needs_role(ADMIN)
 @click.argument("policy", type=click.Path(dir_okay=False))
 @tenant_option("Deploy as the override policy of one tenant (org_id).")
 @click.option(
@@ -123,6 +124,7 @@ def deploy(policy: str, tenant: str | None, shadow: bool, dsn: str | None, as_js
 
 
 @cli.command()
+@needs_role(ADMIN)
 @click.option("--to", "to_version", metavar="VERSION", help="Version to re-activate (default: the previous one).")
 @tenant_option("Roll back a tenant's override policy.")
 @dsn_option

@@ -9,10 +9,11 @@ import click
 
 from ..db import resolve_dsn
 from ..errors import ExitCode, MemgovError
-from .base import cli, dsn_option, json_option, to_json
+from .base import ADMIN, cli, dsn_option, json_option, needs_role, to_json
 
 
 @cli.command(name="test")
+@needs_role(ADMIN)
 @click.argument("policy", type=click.Path(dir_okay=False))
 @click.argument("tests", nargs=-1, type=click.Path(dir_okay=False))
 @click.option(

@@ -7,7 +7,7 @@ from typing import Any
 import click
 
 from ..db import resolve_dsn
-from .base import cli, dsn_option, emit, json_option, to_json
+from .base import ADMIN, cli, dsn_option, emit, json_option, needs_role, to_json
 
 
 @cli.group()
@@ -16,6 +16,7 @@ def retention() -> None:
 
 
 @retention.command(name="run")
+@needs_role(ADMIN)
 @click.option("--dry-run", is_flag=True, help="Count what would be deleted and expired; delete nothing.")
 @dsn_option
 @json_option
@@ -107,6 +108,7 @@ class _SweepProgress:
 
 
 @retention.command(name="schedule")
+@needs_role(ADMIN)
 @click.argument("cron", required=False, metavar="[CRON]")
 @dsn_option
 @json_option
@@ -122,6 +124,7 @@ def retention_schedule(cron: str | None, dsn: str | None, as_json: bool) -> None
 
 
 @retention.command(name="unschedule")
+@needs_role(ADMIN)
 @dsn_option
 @json_option
 def retention_unschedule(dsn: str | None, as_json: bool) -> None:

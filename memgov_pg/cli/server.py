@@ -3,13 +3,25 @@
 from __future__ import annotations
 
 import sys
-from typing import Any
+from typing import Any, NoReturn
 
 import click
+import psycopg
 
 from ..db import resolve_dsn
 from ..errors import CheckStatus
-from .base import F, cli, dsn_option, emit, json_option, to_json
+from .base import (
+    SUPERUSER,
+    F,
+    cli,
+    connection_gone,
+    dsn_option,
+    emit,
+    json_option,
+    needs_role,
+    sql_error_line,
+    to_json,
+)
 
 
 @cli.command()
@@ -46,6 +58,7 @@ def version_table_option(func: F) -> F:
 
 
 @cli.command()
+@needs_role(SUPERUSER)
 @dsn_option
 @click.option("--revision", default="head", show_default=True, help="Alembic revision to upgrade to.")
 @click.option(
@@ -100,32 +113,41 @@ def migrate(dsn: str | None, revision: str, wait: float, version_table: str | No
 @json_option
 def status(dsn: str | None, version_table: str | None, check: bool, as_json: bool) -> None:
     """Live policies, approvals, quarantine, the last sweep, decisions (24 h), the pg_cron job, the schema."""
-    from ..errors import ConnectionFailed
+    from ..errors import ConnectionFailed, MemgovError
     from ..retention import health
     from ..retention import status as read_status
 
     if not check:
-        data = read_status(resolve_dsn(dsn), version_table)
-        emit(data, as_json, _print_status)
+        emit(read_status(resolve_dsn(dsn), version_table), as_json, _print_status)
         return
+    # a probe always answers: its verdict on stdout (JSON with --json) and its exit status
+    data: dict[str, Any] | None = None
     try:
         data = read_status(resolve_dsn(dsn), version_table)
-    except ConnectionFailed as exc:
-        if as_json:
-            click.echo(to_json({"status": "unreachable", "problems": [str(exc)]}))
-        else:
-            click.echo(f"unreachable: {exc}")
-        sys.exit(CheckStatus.UNREACHABLE)
-    problems = health(data)
+        problems = health(data)
+    except ConnectionFailed as exc:  # no server, or it refused the login
+        _unreachable(str(exc), as_json)
+    except (MemgovError, psycopg.Error) as exc:  # the server went away, or the check itself failed
+        if isinstance(exc, psycopg.Error) and connection_gone(exc):
+            _unreachable(f"connection lost: {sql_error_line(exc)}", as_json)
+        problems = [f"the check failed: {exc if isinstance(exc, MemgovError) else sql_error_line(exc)}"]
     state = "degraded" if problems else "healthy"
     if as_json:
         click.echo(to_json({"status": state, "problems": problems}))
     else:
         for problem in problems:
             click.echo(problem)
-        if not problems:
+        if data is not None and not problems:
             click.echo(f"healthy: {data['database']}")
     sys.exit(CheckStatus.DEGRADED if problems else CheckStatus.HEALTHY)
+
+
+def _unreachable(message: str, as_json: bool) -> NoReturn:
+    if as_json:
+        click.echo(to_json({"status": "unreachable", "problems": [message]}))
+    else:
+        click.echo(f"unreachable: {message}")
+    sys.exit(CheckStatus.UNREACHABLE)
 
 
 def _print_status(d: dict[str, Any]) -> None:
@@ -134,6 +156,7 @@ def _print_status(d: dict[str, Any]) -> None:
 
     line("database", f"{d['database']} (PostgreSQL {d['server_version']}, user {d['user']})")
     revision = d["schema_revision"] or (
+        f"unknown: {d['revision_error']}" if d.get("revision_error") else
         "unknown" if d["implied_by"] else
         "none recorded, but schema memgov exists (a host's Alembic table? pass --version-table)"
         if d["schema_exists"] else "none: run `memgov migrate`"
@@ -199,8 +222,11 @@ def _run_line(run: dict[str, Any] | None) -> str:
 
 def _cron_line(cron: dict[str, Any]) -> str:
     if cron.get("error"):
-        return f"unavailable: {cron['error']}"
+        return f"{'not visible' if cron.get('denied') else 'unavailable'}: {cron['error']}"
     job = cron.get("job")
+    if job is None and not cron.get("sees_all_jobs"):
+        return (f"no job {cron['job_name']} of {cron['user']} (pg_cron shows a role only the jobs it scheduled; "
+                "install it: `memgov retention schedule`)")  # fmt: skip
     if job is None:
         return f"no job {cron['job_name']} (install it: `memgov retention schedule`)"
     state = "active" if job["active"] else "inactive"

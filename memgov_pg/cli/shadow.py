@@ -9,7 +9,7 @@ import click
 
 from ..db import resolve_dsn
 from ..policy.durations import Duration
-from .base import cli, dsn_option, emit, json_option, tenant_option
+from .base import ADMIN, cli, dsn_option, emit, json_option, needs_role, tenant_option
 
 
 def _window(ctx: click.Context, param: click.Parameter, value: str) -> Duration:
@@ -33,6 +33,7 @@ def shadow() -> None:
 
 
 @shadow.command(name="report")
+@needs_role(ADMIN)
 @tenant_option("The shadow of a tenant's override policy.")
 @_examples_option
 @dsn_option
@@ -45,6 +46,7 @@ def shadow_report(tenant: str | None, examples: int, dsn: str | None, as_json: b
 
 
 @shadow.command(name="promote")
+@needs_role(ADMIN)
 @tenant_option("Promote the shadow of a tenant's override policy.")
 @dsn_option
 @json_option
@@ -57,6 +59,7 @@ def shadow_promote(tenant: str | None, dsn: str | None, as_json: bool) -> None:
 
 
 @shadow.command(name="stop")
+@needs_role(ADMIN)
 @tenant_option("Stop the shadow of a tenant's override policy.")
 @dsn_option
 @json_option
@@ -69,6 +72,7 @@ def shadow_stop(tenant: str | None, dsn: str | None, as_json: bool) -> None:
 
 
 @cli.command()
+@needs_role(ADMIN)
 @click.argument("candidate", type=click.Path(dir_okay=False))
 @click.option(
     "--since", default="7d", show_default=True, metavar="WINDOW", callback=_window, help="How far back: 30m, 7d, 2w."

@@ -14,7 +14,10 @@ import pytest
 
 from memgov_pg.cluster import free_port
 from memgov_pg.migrate import current_revision, head_revision
+from tests.attack_helpers import login_dsn
 from tests.cli_helpers import assert_one_line_error, run_memgov
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_migrate_with_dsn(empty_dsn):
@@ -62,6 +65,80 @@ def test_bad_dsn_is_one_line(command, dsn, fragment):
 def test_wrong_database_name_is_one_line(memgov_server):
     dsn = memgov_server.dsn("no_such_database")
     assert_one_line_error(run_memgov("migrate", "--dsn", dsn), "no_such_database")
+
+
+def test_migrate_as_a_login_that_is_not_a_superuser_names_the_role(empty_dsn, memgov_dsn, logins):
+    for role in (logins.admin, logins.nobody):
+        result = run_memgov("migrate", "--dsn", login_dsn(empty_dsn, role))
+        assert_one_line_error(
+            result,
+            "permission denied for schema public [42501]",
+            "`memgov migrate` needs a superuser (it creates memgov's roles, schema and grants), "
+            f"and {role} is not one; run it as a superuser",
+        )
+        assert result.returncode == 1
+    with psycopg.connect(empty_dsn) as conn:
+        created = conn.execute(
+            "SELECT to_regclass('public.memgov_alembic_version'), to_regnamespace('memgov')"
+        ).fetchone()
+    assert created == (None, None)
+    # at head there is nothing to do, which an operator may be told too
+    at_head = run_memgov("migrate", "--dsn", login_dsn(memgov_dsn, logins.admin))
+    assert at_head.returncode == 0, at_head.stderr
+    assert "already at" in at_head.stdout
+
+
+def test_deploy_and_rollback_without_memgov_admin_name_the_role(memgov_dsn, logins):
+    policy = str(ROOT / "policies" / "default.yaml")
+    with psycopg.connect(memgov_dsn) as conn:
+        before = conn.execute("SELECT count(*), count(*) FILTER (WHERE active) FROM memgov.policy_versions").fetchone()
+    for role in (logins.writer, logins.reviewer, logins.nobody):
+        for command in (("deploy", policy, "--tenant", "cli-roles"), ("rollback", "--tenant", "cli-roles")):
+            result = run_memgov(*command, "--dsn", login_dsn(memgov_dsn, role))
+            assert_one_line_error(
+                result,
+                "[42501]",
+                f"`memgov {command[0]}` needs a login in memgov_admin, and {role} is not one; connect as such a "
+                f"login, or have a superuser grant it: GRANT memgov_admin TO {role}",
+            )
+            assert result.returncode == 1
+    with psycopg.connect(memgov_dsn) as conn:
+        after = conn.execute("SELECT count(*), count(*) FILTER (WHERE active) FROM memgov.policy_versions").fetchone()
+    assert after == before
+    deployed = run_memgov("deploy", policy, "--tenant", "cli-roles", "--dsn", login_dsn(memgov_dsn, logins.admin))
+    assert deployed.returncode == 0, deployed.stderr
+
+
+def _database(result) -> str:
+    assert result.returncode == 0, result.stdout + result.stderr
+    return str(json.loads(result.stdout)["database"])
+
+
+def test_dsn_on_the_group_and_its_order(memgov_dsn, empty_dsn):
+    """`memgov --dsn X COMMAND` works; the command's --dsn wins over it, and it wins over MEMGOV_DSN."""
+    governed = psycopg.conninfo.conninfo_to_dict(memgov_dsn)["dbname"]
+    other = psycopg.conninfo.conninfo_to_dict(empty_dsn)["dbname"]
+    refused = f"postgresql://postgres@127.0.0.1:{free_port()}/nowhere"
+    assert _database(run_memgov("--dsn", memgov_dsn, "status", "--json")) == governed
+    assert _database(run_memgov("--dsn", refused, "status", "--json", "--dsn", memgov_dsn)) == governed
+    assert _database(run_memgov("--dsn", memgov_dsn, "status", "--json", env={"MEMGOV_DSN": refused})) == governed
+    assert _database(run_memgov("status", "--json", env={"MEMGOV_DSN": empty_dsn})) == other
+    assert _database(run_memgov("--dsn", empty_dsn, "status", "--json", env={"MEMGOV_DSN": memgov_dsn})) == other
+    # a nested command too, and one that fails reports the group's database
+    run = run_memgov("--dsn", memgov_dsn, "retention", "run", "--dry-run", "--json")
+    assert run.returncode == 0, run.stderr
+    assert_one_line_error(run_memgov("--dsn", refused, "status", env={"MEMGOV_DSN": memgov_dsn}), "nowhere")
+
+
+def test_help_names_where_the_database_comes_from():
+    group = run_memgov("--help")
+    assert group.returncode == 0
+    steps = ("the command's --dsn", "memgov --dsn X COMMAND", "MEMGOV_DSN", "PGHOST", "PGSERVICEFILE",
+             "the embedded cluster of `memgov up`")  # fmt: skip
+    order = [group.stdout.index(step) for step in steps]
+    assert order == sorted(order), group.stdout
+    command = " ".join(run_memgov("status", "--help").stdout.split())
+    assert "the command's --dsn, else memgov --dsn, else MEMGOV_DSN, else libpq's own PG* variables" in command
 
 
 def test_no_dsn_and_no_embedded_cluster(tmp_path):

@@ -23,6 +23,7 @@ from tests.cli_helpers import assert_one_line_error, run_memgov
 WRITER = "doctor_writer"  # an agent's login
 DBA = "doctor_dba"  # a login with no memgov role
 GONE = "doctor_gone"  # bound to a tenant, then dropped
+ADMIN = "doctor_admin"  # an operator's login, in memgov_admin
 
 Key = tuple[str, str, str, str]
 
@@ -57,7 +58,7 @@ def signature(conn: psycopg.Connection[Any], name: str) -> str:
 
 
 def drop_roles(conn: psycopg.Connection[Any]) -> None:
-    for role in (WRITER, DBA, GONE):
+    for role in (WRITER, DBA, GONE, ADMIN):
         if conn.execute("SELECT FROM pg_roles WHERE rolname = %s", (role,)).fetchone() is not None:
             conn.execute(sql.SQL("DROP OWNED BY {}").format(sql.Identifier(role)))
             conn.execute(sql.SQL("DROP ROLE {}").format(sql.Identifier(role)))
@@ -71,6 +72,7 @@ def dsn(memgov_dsn: str, memgov_server: Any) -> Iterator[str]:
         drop_roles(conn)
         conn.execute(sql.SQL("CREATE ROLE {} LOGIN IN ROLE memgov_writer").format(sql.Identifier(WRITER)))
         conn.execute(sql.SQL("CREATE ROLE {} LOGIN").format(sql.Identifier(DBA)))
+        conn.execute(sql.SQL("CREATE ROLE {} LOGIN IN ROLE memgov_admin").format(sql.Identifier(ADMIN)))
     try:
         yield memgov_dsn
     finally:
@@ -168,6 +170,37 @@ CASES: list[tuple[str, list[str], list[str], list[Key]]] = [
         ["GRANT memgov_policy TO {dba}"],
         ["REVOKE memgov_policy FROM {dba}"],
         [("owner-member", "error", DBA, f"REVOKE memgov_policy FROM {DBA}")],
+    ),
+    (
+        "login-in-memgov-settings-reader",
+        ["GRANT memgov_settings_reader TO {dba}"],
+        ["REVOKE memgov_settings_reader FROM {dba}"],
+        [("owner-member", "error", DBA, f"REVOKE memgov_settings_reader FROM {DBA}")],
+    ),
+    (
+        "memgov-settings-reader-can-log-in",
+        ["ALTER ROLE memgov_settings_reader LOGIN"],
+        ["ALTER ROLE memgov_settings_reader NOLOGIN"],
+        [("owner", "error", "memgov_settings_reader", "ALTER ROLE memgov_settings_reader NOLOGIN")],
+    ),
+    (
+        "function-owned-by-memgov-settings-reader",
+        ["ALTER FUNCTION {forget} OWNER TO memgov_settings_reader"],
+        ["ALTER FUNCTION {forget} OWNER TO memgov_owner"],
+        [("owner", "error", "{forget}", "ALTER FUNCTION {forget} OWNER TO memgov_owner")],
+    ),
+    (
+        "settings-function-owned-by-a-login",
+        ["ALTER FUNCTION memgov.cron_settings() OWNER TO {dba}"],
+        ["ALTER FUNCTION memgov.cron_settings() OWNER TO memgov_settings_reader"],
+        [
+            (
+                "owner",
+                "error",
+                "memgov.cron_settings()",
+                "ALTER FUNCTION memgov.cron_settings() OWNER TO memgov_settings_reader",
+            )
+        ],
     ),
     (
         "execute-private-function",
@@ -414,6 +447,44 @@ def test_a_non_superuser_gets_an_answer(dsn, baseline):
     assert ("tenant-binding", "warning", "memgov.tenant_grants") in {
         (f["check"], f["severity"], f["subject"]) for f in report["findings"]
     }
+
+
+def pg_cron_finding(report: dict[str, Any]) -> dict[str, Any]:
+    [finding] = [f for f in report["findings"] if f["check"] == "pg-cron"]
+    return finding
+
+
+def test_a_login_that_may_not_see_pg_cron_is_not_told_it_is_not_loaded(dsn, baseline, requires_pg_cron):
+    """pg_cron's settings are superuser-only: hidden is not missing. The finding names the role."""
+    finding = pg_cron_finding(doctor(as_user(dsn, DBA))[1])
+    assert finding["message"] == (
+        f"the sweep's pg_cron job was not checked: pg_cron is loaded, but {DBA} may not read its setting "
+        "cron.database_name (superusers and members of pg_read_all_settings only)"
+    )
+    assert finding["fix"] == (
+        "connect as a login in memgov_admin, which reads it through memgov.cron_settings() "
+        f"(a superuser grants the role: GRANT memgov_admin TO {DBA}); or run memgov doctor as a superuser"
+    )
+
+
+def test_a_memgov_admin_login_is_told_the_grant_pg_cron_needs(dsn, admin, baseline, requires_pg_cron):
+    cron_db = admin.execute("SHOW cron.database_name").fetchone()[0]
+    code, report = doctor(as_user(dsn, ADMIN))
+    finding = pg_cron_finding(report)
+    assert code == 1 and "not loaded" not in finding["message"]
+    assert finding["message"] == (
+        f"the sweep's pg_cron job was not checked: {ADMIN} may not use pg_cron: no USAGE on its schema cron "
+        f"in database {cron_db}"
+    )
+    assert finding["fix"].startswith("a superuser grants it there: GRANT USAGE ON SCHEMA cron TO memgov_admin")
+    # with it, the admin sees pg_cron, though not the superuser's job (pg_cron's row security)
+    with psycopg.connect(conninfo.make_conninfo(dsn, dbname=cron_db), autocommit=True) as cron:
+        cron.execute("GRANT USAGE ON SCHEMA cron TO memgov_admin")
+        try:
+            finding = pg_cron_finding(doctor(as_user(dsn, ADMIN))[1])
+        finally:
+            cron.execute("REVOKE USAGE ON SCHEMA cron FROM memgov_admin")
+    assert finding["message"].startswith(f"no pg_cron job (visible to {ADMIN}) runs memgov.run_maintenance()")
 
 
 def test_a_database_without_memgov_is_one_line(empty_dsn):

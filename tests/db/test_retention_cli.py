@@ -23,6 +23,7 @@ from memgov_pg.compiler import compile_policy
 from memgov_pg.migrate import head_revision
 from memgov_pg.policy import load_policy
 from memgov_pg.retention import JOB_COMMAND, job_name
+from tests.attack_helpers import login_dsn
 from tests.cli_helpers import assert_one_line_error, run_memgov
 from tests.decision_cases import wipe
 
@@ -180,7 +181,14 @@ def test_run_needs_memgov_admin(admin, memgov_dsn):
     try:
         params = psycopg.conninfo.conninfo_to_dict(memgov_dsn) | {"user": "retention_cli_writer"}
         result = run_memgov("retention", "run", "--dsn", psycopg.conninfo.make_conninfo(**params))
-        assert_one_line_error(result, "permission denied", "42501")
+        assert_one_line_error(
+            result,
+            "permission denied",
+            "42501",
+            "`memgov retention run` needs a login in memgov_admin, and retention_cli_writer is not one",
+            "GRANT memgov_admin TO retention_cli_writer",
+        )
+        assert result.returncode == 1
     finally:
         admin.execute("DROP ROLE retention_cli_writer")
 
@@ -223,6 +231,68 @@ def test_unschedule(admin, memgov_dsn, cron):
     again = run_memgov("retention", "unschedule", "--dsn", memgov_dsn)
     assert again.returncode == 0, again.stderr
     assert "no job" in again.stdout
+
+
+USAGE_GRANT = "GRANT USAGE ON SCHEMA cron TO memgov_admin"
+SCHEDULE_GRANT = "GRANT EXECUTE ON FUNCTION cron.schedule_in_database(text,text,text,text,text,boolean) TO memgov_admin"
+
+
+@pytest.mark.parametrize("role", ["writer", "nobody"])
+def test_schedule_without_memgov_admin_names_the_role_not_a_missing_pg_cron(admin, memgov_dsn, cron, logins, role):
+    login = getattr(logins, role)
+    for command in ("schedule", "unschedule"):
+        result = run_memgov("retention", command, "--dsn", login_dsn(memgov_dsn, login))
+        assert_one_line_error(
+            result,
+            f"pg_cron is loaded, but {login} may not read its setting cron.database_name",
+            f"connect as a login in memgov_admin, which reads it through memgov.cron_settings() "
+            f"(a superuser grants the role: GRANT memgov_admin TO {login})",
+        )
+        assert result.returncode == 1 and "not loaded by this server" not in result.stderr
+    assert jobs(cron, admin.info.dbname) == []
+
+
+def test_schedule_as_a_memgov_admin_login_names_each_grant_pg_cron_needs(admin, memgov_dsn, cron, logins):
+    """The grants docs/retention.md lists, one at a time: each refusal names the next."""
+    database, who = admin.info.dbname, login_dsn(memgov_dsn, logins.admin)
+    no_usage = run_memgov("retention", "schedule", "--dsn", who)
+    assert_one_line_error(
+        no_usage,
+        f"{logins.admin} may not use pg_cron: no USAGE on its schema cron in database {cron.info.dbname}",
+        f"a superuser grants it there: {USAGE_GRANT} (and, to schedule, {SCHEDULE_GRANT})",
+    )
+    try:
+        cron.execute(USAGE_GRANT)
+        no_execute = run_memgov("retention", "schedule", "--dsn", who)
+        assert_one_line_error(
+            no_execute,
+            f"{logins.admin} may not schedule with pg_cron: no EXECUTE on cron.schedule_in_database",
+            f"a superuser grants it there: {SCHEDULE_GRANT} (or schedules the job as a superuser)",
+        )
+        assert jobs(cron, database) == []
+        cron.execute(SCHEDULE_GRANT)
+        scheduled = run_memgov("retention", "schedule", "--dsn", who, "--json")
+        assert scheduled.returncode == 0, scheduled.stderr
+        job = json.loads(scheduled.stdout)
+        assert (job["username"], job["schedule"], job["cron_database"]) == (logins.admin, QUIET, cron.info.dbname)
+        assert jobs(cron, database) == [(job["jobid"], QUIET, JOB_COMMAND, database)]
+        removed = run_memgov("retention", "unschedule", "--dsn", who, "--json")
+        assert removed.returncode == 0, removed.stderr
+        assert json.loads(removed.stdout)["jobids"] == [job["jobid"]]
+        assert jobs(cron, database) == []
+    finally:
+        for grant in (SCHEDULE_GRANT, USAGE_GRANT):
+            cron.execute(grant.replace("GRANT", "REVOKE", 1).replace(" TO ", " FROM "))
+
+
+def test_schedule_again_makes_an_inactive_job_active(admin, memgov_dsn, cron):
+    first = json.loads(run_memgov("retention", "schedule", "--dsn", memgov_dsn, "--json").stdout)
+    cron.execute("SELECT cron.alter_job(%s, active => false)", (first["jobid"],))
+    again = run_memgov("retention", "schedule", "--dsn", memgov_dsn, "--json")
+    assert again.returncode == 0, again.stderr
+    job = json.loads(again.stdout)
+    assert job["active"] is True and job["replaced"] is True
+    assert [row[0] for row in jobs(cron, admin.info.dbname)] == [job["jobid"]]
 
 
 # -- memgov status ----------------------------------------------------------------------------

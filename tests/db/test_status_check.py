@@ -7,7 +7,8 @@ only time is faked, by moving timestamps back as a superuser (requests, quaranti
 maintenance runs, and pg_cron's own record of its runs in ``cron.job_run_details``). pg_cron
 lives in one database the whole session shares (``cron.database_name``): a test touches only
 its own database's job and runs, and removes them. A server without pg_cron is a cluster of
-its own.
+its own. The checks a monitoring login runs are run as real logins too: one in memgov_admin
+(with and without the grants pg_cron's database needs), and one with no memgov role.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from memgov_pg.errors import ClusterError
 from memgov_pg.migrate import head_revision
 from memgov_pg.retention import job_name, previous_firings
 from memgov_pg.testing import Server
+from tests.attack_helpers import login_dsn
 from tests.cli_helpers import run_memgov
 
 POLICY = """
@@ -46,6 +48,13 @@ rules:
 """
 
 NO_POLICY = "no active policy: every write is denied (NO_ACTIVE_POLICY); run `memgov deploy`"
+NEVER_SWEPT = (
+    "retention has never run and no pg_cron job runs it: `memgov retention schedule` "
+    "(a sweep now: `memgov retention run`)"
+)
+#: what a superuser grants memgov_admin in pg_cron's database (docs/retention.md)
+USAGE_GRANT = "GRANT USAGE ON SCHEMA cron TO memgov_admin"
+SCHEDULE_GRANT = "GRANT EXECUTE ON FUNCTION cron.schedule_in_database(text,text,text,text,text,boolean) TO memgov_admin"
 
 Run = Callable[..., subprocess.CompletedProcess[str]]
 
@@ -55,7 +64,7 @@ Run = Callable[..., subprocess.CompletedProcess[str]]
 
 def assert_check(dsn: str, status: str, problems: list[str], run: Run = run_memgov) -> None:
     """`memgov status --check`, as text and as JSON: its exit code, and exactly these problem lines."""
-    code = {"healthy": 0, "degraded": 1}[status]
+    code = {"healthy": 0, "degraded": 1, "unreachable": 2}[status]
     text = run("status", "--check", "--dsn", dsn)
     assert text.returncode == code, text.stdout + text.stderr
     database = psycopg.conninfo.conninfo_to_dict(dsn)["dbname"]
@@ -88,6 +97,14 @@ def schedule(dsn: str) -> tuple[int, str]:
     """`memgov retention schedule`: (job id, schedule)."""
     job = json.loads(memgov("retention", "schedule", daily_schedule_12_hours_away(), "--dsn", dsn, "--json").stdout)
     return int(job["jobid"]), str(job["schedule"])
+
+
+def never_swept_by(user: str, database: str) -> str:
+    """The never-run problem for a login that sees only its own pg_cron jobs."""
+    return (
+        f"retention has never run and {user} sees no pg_cron job {job_name(database)} (pg_cron shows a role only "
+        "the jobs it scheduled): `memgov retention schedule` as this login (a sweep now: `memgov retention run`)"
+    )
 
 
 def sweep(dsn: str, hours_ago: float = 0) -> None:
@@ -217,7 +234,39 @@ def test_unmigrated_database_is_degraded(empty_dsn):
 
 
 def test_no_active_policy_is_degraded(fresh):
+    schedule(fresh)
     assert_check(fresh, "degraded", [NO_POLICY])
+
+
+def test_no_job_and_no_sweep_ever_is_degraded(fresh, tmp_path):
+    """A fresh database: nothing has expired a memory or an approval yet, and nothing will."""
+    deploy(fresh, tmp_path)
+    assert_check(fresh, "degraded", [NEVER_SWEPT])
+    memgov("retention", "run", "--dry-run", "--dsn", fresh)  # counting is not sweeping
+    assert_check(fresh, "degraded", [NEVER_SWEPT])
+    sweep(fresh)  # a sweep without a job: another scheduler may run it
+    assert_check(fresh, "healthy", [])
+
+
+def test_no_sweep_yet_but_a_job_is_healthy(fresh, tmp_path):
+    deploy(fresh, tmp_path)
+    assert_check(fresh, "degraded", [NEVER_SWEPT])
+    schedule(fresh)
+    assert_check(fresh, "healthy", [])
+
+
+def test_an_inactive_job_is_degraded(fresh, cron, tmp_path):
+    deploy(fresh, tmp_path)
+    jobid, _ = schedule(fresh)
+    sweep(fresh)
+    cron.execute("SELECT cron.alter_job(%s, active => false)", (jobid,))
+    database = psycopg.conninfo.conninfo_to_dict(fresh)["dbname"]
+    assert_check(fresh, "degraded", [
+        f"pg_cron job {job_name(database)} is inactive: the sweep does not run "
+        "(`memgov retention schedule` replaces it with an active one)",
+    ])  # fmt: skip
+    schedule(fresh)
+    assert_check(fresh, "healthy", [])
 
 
 @pytest.mark.slow
@@ -243,11 +292,16 @@ def test_pg_cron_missing_is_degraded(tmp_path):
         cluster.stop()
         start_on_a_free_port(cluster)
         dsn = cluster.dsn("governed")
-        assert_check(dsn, "degraded", [
+        not_loaded = [
             "pg_cron unavailable: pg_cron is not loaded by this server: add shared_preload_libraries = 'pg_cron' "
             "and cron.database_name = '<database>' to postgresql.conf, restart PostgreSQL, and run "
             "CREATE EXTENSION pg_cron in that database (Debian/Ubuntu: apt-get install postgresql-15-cron)",
-        ])  # fmt: skip
+        ]
+        assert_check(dsn, "degraded", not_loaded)
+        # a memgov_admin login is told the same: not loaded is not "may not read"
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            conn.execute("CREATE ROLE check_admin LOGIN IN ROLE memgov_admin")
+        assert_check(login_dsn(dsn, "check_admin"), "degraded", not_loaded)
     finally:
         cluster.stop()
         shutil.rmtree(base, ignore_errors=True)
@@ -286,6 +340,7 @@ def test_sweep_overdue_by_more_than_one_interval_is_degraded(fresh, cron, tmp_pa
 
 def test_approval_requests_past_their_expiry_are_degraded(fresh, tmp_path):
     deploy(fresh, tmp_path)
+    schedule(fresh)
     write(fresh, "HOLDME old", "HOLDME new")
     assert_check(fresh, "healthy", [])
     backdate(fresh, "approval_requests", "requested_at", days=8, like="HOLDME old")  # approval_ttl: 7 days
@@ -296,6 +351,7 @@ def test_approval_requests_past_their_expiry_are_degraded(fresh, tmp_path):
 
 def test_quarantine_growing_is_degraded(fresh, tmp_path):
     deploy(fresh, tmp_path)
+    schedule(fresh)
     write(fresh, "QUARANTINEME old", "QUARANTINEME new")
     assert_check(fresh, "healthy", [])
     backdate(fresh, "quarantine", "quarantined_at", days=8, like="QUARANTINEME old")  # approval_ttl: 7 days
@@ -325,6 +381,7 @@ def run_newer_memgov(*args: str) -> subprocess.CompletedProcess[str]:
 
 def test_schema_behind_head_is_degraded(fresh, tmp_path):
     deploy(fresh, tmp_path)
+    schedule(fresh)
     assert_check(fresh, "healthy", [])
     assert_check(fresh, "degraded", [f"schema revision {head_revision()} is behind head 0002_newer"],
                  run=run_newer_memgov)  # fmt: skip
@@ -333,6 +390,7 @@ def test_schema_behind_head_is_degraded(fresh, tmp_path):
 def test_schema_revision_this_memgov_does_not_ship_is_degraded(fresh, tmp_path):
     """Not "behind": a newer memgov-pg migrated the database (the revision is unknown here)."""
     deploy(fresh, tmp_path)
+    schedule(fresh)
     with psycopg.connect(fresh, autocommit=True) as conn:
         conn.execute("UPDATE public.memgov_alembic_version SET version_num = '0099_from_the_future'")
     assert_check(fresh, "degraded", [
@@ -357,6 +415,115 @@ def test_every_problem_is_one_line(fresh, cron, tmp_path):
     ])  # fmt: skip
 
 
+# -- as the logins a monitoring probe runs as ---------------------------------------------------
+
+
+@pytest.fixture
+def cron_grants(cron: psycopg.Connection[Any]) -> Iterator[None]:
+    """What docs/retention.md asks a superuser to grant memgov_admin in pg_cron's database."""
+    cron.execute(USAGE_GRANT)
+    cron.execute(SCHEDULE_GRANT)
+    try:
+        yield
+    finally:
+        revoke(cron)
+
+
+def revoke(cron: psycopg.Connection[Any]) -> None:
+    for grant in (SCHEDULE_GRANT, USAGE_GRANT):
+        cron.execute(grant.replace("GRANT", "REVOKE", 1).replace(" TO ", " FROM "))
+
+
+def status_json(dsn: str) -> dict[str, Any]:
+    result = run_memgov("status", "--json", "--dsn", dsn)
+    assert result.returncode == 0, result.stdout + result.stderr
+    return json.loads(result.stdout)  # type: ignore[no-any-return]
+
+
+def test_a_memgov_admin_login_checks_everything_with_pg_cron_s_grants(fresh, cron, cron_grants, logins, tmp_path):
+    """The role the docs name for it: deploy, schedule, sweep and check, all as one memgov_admin login."""
+    admin, database = login_dsn(fresh, logins.admin), psycopg.conninfo.conninfo_to_dict(fresh)["dbname"]
+    deploy(admin, tmp_path)
+    assert_check(admin, "degraded", [never_swept_by(logins.admin, database)])
+    jobid, every_day = schedule(admin)
+    status = status_json(admin)
+    assert (status["user"], status["admin"], status["revision_error"]) == (logins.admin, True, None)
+    assert status["schema_revision"] == status["head_revision"] == head_revision()
+    assert [(p["org_id"], p["version"]) for p in status["policies"]] == [("*", "1.0.0")]
+    assert status["pending_approvals"] == {"total": 0, "by_tenant": {}}
+    assert status["overdue"] == {"approvals": 0, "quarantine": 0}
+    pg_cron = status["pg_cron"]
+    assert (pg_cron["error"], pg_cron["denied"], pg_cron["cron_database"]) == (None, False, cron.info.dbname)
+    assert (pg_cron["job"]["jobid"], pg_cron["job"]["username"], pg_cron["logs_runs"]) == (jobid, logins.admin, True)
+    text = run_memgov("status", "--dsn", admin)
+    assert text.returncode == 0, text.stderr
+    assert f"'{every_day}' (GMT), active, runs as {logins.admin} from database {cron.info.dbname}" in text.stdout
+    assert_check(admin, "healthy", [])  # a job, not due yet
+    memgov("retention", "run", "--dsn", admin)
+    assert_check(admin, "healthy", [])
+    # pg_cron's record of the job's runs is the login's own: it sees a failed one
+    started = cron_ran(cron, jobid, hours_ago=1, status="failed", message="ERROR:  out of memory")
+    assert_check(admin, "degraded", [
+        f"last pg_cron run of {job_name(database)} failed at {started.isoformat()}: ERROR: out of memory",
+    ])  # fmt: skip
+
+
+def test_a_memgov_admin_login_without_pg_cron_s_grants_is_told_which(fresh, cron, logins, tmp_path):
+    """Everything but pg_cron is read; pg_cron's line names the grant, never "not loaded"."""
+    deploy(fresh, tmp_path)
+    schedule(fresh)  # as the superuser
+    sweep(fresh)
+    assert_check(fresh, "healthy", [])
+    admin = login_dsn(fresh, logins.admin)
+    denied = (
+        f"{logins.admin} may not use pg_cron: no USAGE on its schema cron in database {cron.info.dbname}; "
+        f"a superuser grants it there: {USAGE_GRANT} (and, to schedule, {SCHEDULE_GRANT})"
+    )
+    status = status_json(admin)
+    assert status["pg_cron"]["error"] == denied and status["pg_cron"]["denied"] is True
+    assert status["schema_revision"] == head_revision() and status["last_maintenance_run"]["status"] == "finished"
+    assert [p["version"] for p in status["policies"]] == ["1.0.0"] and status["overdue"]["approvals"] == 0
+    assert f"pg_cron            not visible: {denied}" in run_memgov("status", "--dsn", admin).stdout
+    assert_check(admin, "degraded", [f"cannot check pg_cron: {denied}"])
+    cron.execute(USAGE_GRANT)  # enough to look: the job is the superuser's, hidden by pg_cron's row security
+    try:
+        status = status_json(admin)
+        assert (status["pg_cron"]["error"], status["pg_cron"]["job"]) == (None, None)
+        assert status["pg_cron"]["sees_all_jobs"] is False
+        text = run_memgov("status", "--dsn", admin).stdout
+        assert f"of {logins.admin} (pg_cron shows a role only the jobs it scheduled" in text
+        assert_check(admin, "healthy", [])  # sweeps run: the superuser's job, or another scheduler
+    finally:
+        revoke(cron)
+
+
+def test_a_job_another_role_scheduled_is_not_taken_for_none(fresh, cron, cron_grants, logins, tmp_path):
+    deploy(fresh, tmp_path)
+    schedule(fresh)  # the superuser's job, never run yet
+    assert_check(fresh, "healthy", [])
+    database = psycopg.conninfo.conninfo_to_dict(fresh)["dbname"]
+    assert_check(login_dsn(fresh, logins.admin), "degraded", [never_swept_by(logins.admin, database)])
+
+
+def test_a_login_without_a_memgov_role_is_told_which_role(fresh, cron, logins, tmp_path):
+    deploy(fresh, tmp_path)
+    schedule(fresh)
+    sweep(fresh)
+    nobody = login_dsn(fresh, logins.nobody)
+    status = status_json(nobody)
+    assert status["admin"] is False and "permission denied" in status["revision_error"]
+    assert status["pg_cron"]["denied"] is True
+    assert status["pg_cron"]["error"] == (
+        f"pg_cron is loaded, but {logins.nobody} may not read its setting cron.database_name (superusers and "
+        "members of pg_read_all_settings only); connect as a login in memgov_admin, which reads it through "
+        f"memgov.cron_settings() (a superuser grants the role: GRANT memgov_admin TO {logins.nobody})"
+    )
+    assert_check(nobody, "degraded", [
+        f"{logins.nobody} is not a member of memgov_admin: it may not read what the check reads; connect as a "
+        f"login in memgov_admin (a superuser grants the role: GRANT memgov_admin TO {logins.nobody})",
+    ])  # fmt: skip
+
+
 # -- unreachable ------------------------------------------------------------------------------
 
 
@@ -370,6 +537,28 @@ def test_unreachable_exits_2():
     assert as_json.returncode == 2, as_json.stderr
     data = json.loads(as_json.stdout)
     assert data["status"] == "unreachable" and len(data["problems"]) == 1
+    assert data["problems"][0].startswith("cannot connect to 127.0.0.1:")
+    # the group's --dsn, as a monitoring plugin writes it
+    grouped = run_memgov("--dsn", dsn, "status", "--check", "--json")
+    assert (grouped.returncode, json.loads(grouped.stdout)) == (2, data)
+
+
+def test_a_check_that_cannot_finish_still_answers(fresh):
+    """Reachable, but the check itself fails: degraded, one line saying why, the JSON printed."""
+    result = run_memgov("status", "--check", "--json", "--version-table", "a.b.c", "--dsn", fresh)
+    assert result.returncode == 1, result.stderr
+    assert json.loads(result.stdout) == {"status": "degraded", "problems": [
+        "the check failed: --version-table 'a.b.c': expected [SCHEMA.]TABLE, each a plain SQL name",
+    ]}  # fmt: skip
+
+
+def test_no_database_at_all_is_unreachable(tmp_path):
+    result = run_memgov("status", "--check", "--json", cwd=tmp_path)
+    assert result.returncode == 2, result.stderr
+    assert json.loads(result.stdout) == {"status": "unreachable", "problems": [
+        "no database given: pass --dsn, set MEMGOV_DSN or libpq's PGHOST/PGDATABASE/PGSERVICE, "
+        "or start the embedded cluster with `memgov up`",
+    ]}  # fmt: skip
 
 
 # -- the schedule reader ----------------------------------------------------------------------

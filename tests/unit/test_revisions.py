@@ -114,6 +114,25 @@ def test_a_removed_routine_is_dropped():
     assert "DROP FUNCTION memgov.a(text);" in changes({"memgov.a(text)": routine("a")}, {})
 
 
+def test_a_routine_memgov_owner_cannot_own_is_handled_by_the_migrating_superuser():
+    """memgov_owner is no member of memgov_settings_reader: it could neither hand it a routine,
+    nor replace, grant or drop one of its routines."""
+    reader = routine("a", owner="memgov_settings_reader", grantees=("memgov_admin",))
+    out = changes({}, {reader.signature: reader})
+    step = out.split("\n\n")[1]
+    assert step.startswith("RESET ROLE;\nCREATE OR REPLACE FUNCTION memgov.a(p text)"), out
+    assert step.endswith("SET ROLE memgov_owner;"), out
+    for statement in ("ALTER FUNCTION memgov.a(text) OWNER TO memgov_settings_reader;",
+                      "REVOKE ALL ON FUNCTION memgov.a(text) FROM PUBLIC;",
+                      "GRANT EXECUTE ON FUNCTION memgov.a(text) TO memgov_admin;"):  # fmt: skip
+        assert statement in step, out
+    assert out.endswith("RESET ROLE;\n")
+    dropped = changes({reader.signature: reader}, {})
+    assert "RESET ROLE;\nDROP FUNCTION memgov.a(text);\nSET ROLE memgov_owner;" in dropped
+    policy = routine("b", owner="memgov_policy")  # memgov_owner is a member of memgov_policy
+    assert "RESET ROLE;\nCREATE" not in changes({}, {policy.signature: policy})
+
+
 def test_write_block_replaces_only_its_section():
     text = f"-- migrate:upgrade\nALTER TABLE t;\n{BEGIN}\nold\n{END}\n-- migrate:downgrade\n{BEGIN}\n{END}\n"
     out = write_block(text, "upgrade", "new\n")
