@@ -89,7 +89,7 @@ def _local_server() -> Server:
     base = Path(tempfile.mkdtemp(prefix="memgov-test-"))
     cluster = LocalCluster(base, free_port(), durable=False)
     cluster.init()
-    cluster.start()
+    cluster.start_on_a_free_port()
     cluster.bootstrap()
 
     def stop() -> None:
