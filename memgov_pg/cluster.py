@@ -73,8 +73,14 @@ def free_port() -> int:
 
 
 def port_is_free(port: int) -> bool:
-    """Whether ``port`` on 127.0.0.1 can be bound right now."""
+    """Whether a server could listen on ``port`` of 127.0.0.1 right now.
+
+    It binds as PostgreSQL does, with ``SO_REUSEADDR``: the connections a stopped
+    server closed linger in TIME_WAIT for a minute and do not keep it from its port,
+    while a server listening there (or a socket bound without that option) does.
+    """
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             s.bind(("127.0.0.1", port))
         except OSError:
@@ -223,6 +229,19 @@ class LocalCluster:
         out = self._pg("pg_ctl", "-D", str(self.datadir), "-l", str(self.logfile), "-w", "-t", "60", "start")
         if out.returncode != 0:
             raise ClusterError(f"PostgreSQL did not start ({_last_line(out)}); see {self.logfile}")
+
+    def start_on_a_free_port(self, attempts: int = 5) -> None:
+        """Start the server, moving it to another free port when its own is taken: another
+        server (a concurrent test run's) may take a port between :func:`free_port` and the start."""
+        for attempt in range(1, attempts + 1):
+            try:
+                self.start()
+                return
+            except ClusterError:
+                if attempt == attempts or port_is_free(self.port):
+                    raise
+            self.port = free_port()
+            self.configure()
 
     def stop(self) -> None:
         """Stop the server (fast shutdown; no-op when stopped); ClusterError when it fails."""

@@ -171,7 +171,7 @@ def scratch_server(dsn: str | None) -> Iterator[Any]:
     cluster = LocalCluster(base, free_port(), durable=False)
     try:
         cluster.init()
-        cluster.start()
+        cluster.start_on_a_free_port()
         cluster.bootstrap()
         yield cluster.dsn("postgres")
     finally:

@@ -28,6 +28,7 @@ import os
 import re
 import shutil
 import tempfile
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -61,9 +62,17 @@ class Server:
         stmt = sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name))
         if template:
             stmt = sql.SQL("{} TEMPLATE {}").format(stmt, sql.Identifier(template))
-        with connect(self.admin_dsn, autocommit=True) as conn:
-            conn.execute(stmt)
-        return self.dsn(name)
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                with connect(self.admin_dsn, autocommit=True) as conn:
+                    conn.execute(stmt)
+                return self.dsn(name)
+            except psycopg.errors.ObjectInUse:
+                # the template's last sessions are still exiting: PostgreSQL waits 5 s for them,
+                # which a loaded machine may exceed
+                if template is None or time.monotonic() > deadline:
+                    raise
 
     def drop_database(self, name: str) -> None:
         """Drop database ``name`` if it exists, disconnecting its sessions (``WITH (FORCE)``)."""
@@ -89,7 +98,7 @@ def _local_server() -> Server:
     base = Path(tempfile.mkdtemp(prefix="memgov-test-"))
     cluster = LocalCluster(base, free_port(), durable=False)
     cluster.init()
-    cluster.start()
+    cluster.start_on_a_free_port()
     cluster.bootstrap()
 
     def stop() -> None:

@@ -126,26 +126,33 @@ def run_group(conn: psycopg.Connection[Any], group: dict[str, Any]) -> list[str]
     for extra in group.get("also_deploy", []):
         deploy_text(conn, *policy_text(extra["policy"]), extra.get("tenant"))
     deploy_text(conn, *policy_text(group["policy"]), group.get("tenant"))
-    now = conn.execute("SELECT now()").fetchone()[0]
-    failures = []
-    for case in group["cases"]:
-        item = resolve_times(case["item"], now)
-        want = dict(case["want"])
-        rules_want = want.pop("rules", None)
-        function = "memgov.explain" if rules_want is not None else "memgov.evaluate"
-        got = conn.execute(f"SELECT {function}(%s, %s)", (Jsonb(item), case.get("operation", "remember"))).fetchone()[0]
-        diff = {k: (v, got.get(k)) for k, v in want.items() if _normal(got.get(k)) != _normal(v)}
-        if rules_want is not None:
-            outcomes = {r["rule_id"]: _rule_outcome(r) for r in got["rules"]}
-            for rule_id, rule_want in rules_want.items():
-                outcome = outcomes.get(rule_id, {})
-                for k, v in rule_want.items():
-                    if outcome.get(k) != v:
-                        diff[f"rules.{rule_id}.{k}"] = (v, outcome.get(k))
-        if diff:
-            shown = ", ".join(f"{k}: want {w!r}, got {g!r}" for k, (w, g) in diff.items())
-            failures.append(f"{case['note']}: {shown}")
+    failures: list[str] = []
+    with conn.transaction(force_rollback=True):  # one now() for the item times and every decision
+        now = conn.execute("SELECT now()").fetchone()[0]
+        for case in group["cases"]:
+            failures += _decide(conn, case, now)
     return failures
+
+
+def _decide(conn: psycopg.Connection[Any], case: dict[str, Any], now: dt.datetime) -> list[str]:
+    """One case decided: its mismatch, if any."""
+    item = resolve_times(case["item"], now)
+    want = dict(case["want"])
+    rules_want = want.pop("rules", None)
+    function = "memgov.explain" if rules_want is not None else "memgov.evaluate"
+    got = conn.execute(f"SELECT {function}(%s, %s)", (Jsonb(item), case.get("operation", "remember"))).fetchone()[0]
+    diff = {k: (v, got.get(k)) for k, v in want.items() if _normal(got.get(k)) != _normal(v)}
+    if rules_want is not None:
+        outcomes = {r["rule_id"]: _rule_outcome(r) for r in got["rules"]}
+        for rule_id, rule_want in rules_want.items():
+            outcome = outcomes.get(rule_id, {})
+            for k, v in rule_want.items():
+                if outcome.get(k) != v:
+                    diff[f"rules.{rule_id}.{k}"] = (v, outcome.get(k))
+    if not diff:
+        return []
+    shown = ", ".join(f"{k}: want {w!r}, got {g!r}" for k, (w, g) in diff.items())
+    return [f"{case['note']}: {shown}"]
 
 
 def _rule_outcome(explained: dict[str, Any]) -> dict[str, Any]:

@@ -46,7 +46,7 @@ def bench_database(dsn: str | None, name: str) -> Iterator[str]:
             # durable: fsync and synchronous_commit on, as a production server runs
             cluster = LocalCluster(base, free_port(), durable=True)
             cluster.init()
-            cluster.start()
+            cluster.start_on_a_free_port()
             cluster.bootstrap()
             dsn = cluster.dsn("postgres")
         with psycopg.connect(dsn, autocommit=True) as conn:

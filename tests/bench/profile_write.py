@@ -138,7 +138,7 @@ def main() -> None:
     running = False
     try:
         cluster.init()
-        cluster.start()
+        cluster.start_on_a_free_port()
         running = True
         cluster.bootstrap()
         with psycopg.connect(cluster.dsn("postgres"), autocommit=True) as conn:

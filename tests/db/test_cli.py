@@ -12,10 +12,10 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from memgov_pg.cluster import free_port
 from memgov_pg.migrate import current_revision, head_revision
 from tests.attack_helpers import login_dsn
 from tests.cli_helpers import assert_one_line_error, run_memgov
+from tests.net_helpers import plain_bind_fails, refused_port
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -52,14 +52,15 @@ def test_status_reports_revision_and_tables(memgov_dsn):
     ("dsn", "fragment"),
     [
         ("not a dsn", "invalid DSN"),
-        (f"postgresql://postgres@127.0.0.1:{free_port()}/memgov", "Connection refused"),
+        ("postgresql://postgres@127.0.0.1:{refused}/memgov", "Connection refused"),
         ("host=no-such-host.invalid dbname=x", "no-such-host.invalid"),
     ],
     ids=["malformed", "refused", "unknown-host"],
 )
 @pytest.mark.parametrize("command", ["migrate", "status"])
 def test_bad_dsn_is_one_line(command, dsn, fragment):
-    assert_one_line_error(run_memgov(command, "--dsn", dsn), fragment)
+    with refused_port() as port:
+        assert_one_line_error(run_memgov(command, "--dsn", dsn.format(refused=port)), fragment)
 
 
 def test_wrong_database_name_is_one_line(memgov_server):
@@ -118,10 +119,11 @@ def test_dsn_on_the_group_and_its_order(memgov_dsn, empty_dsn):
     """`memgov --dsn X COMMAND` works; the command's --dsn wins over it, and it wins over MEMGOV_DSN."""
     governed = psycopg.conninfo.conninfo_to_dict(memgov_dsn)["dbname"]
     other = psycopg.conninfo.conninfo_to_dict(empty_dsn)["dbname"]
-    refused = f"postgresql://postgres@127.0.0.1:{free_port()}/nowhere"
     assert _database(run_memgov("--dsn", memgov_dsn, "status", "--json")) == governed
-    assert _database(run_memgov("--dsn", refused, "status", "--json", "--dsn", memgov_dsn)) == governed
-    assert _database(run_memgov("--dsn", memgov_dsn, "status", "--json", env={"MEMGOV_DSN": refused})) == governed
+    with refused_port() as port:
+        refused = f"postgresql://postgres@127.0.0.1:{port}/nowhere"
+        assert _database(run_memgov("--dsn", refused, "status", "--json", "--dsn", memgov_dsn)) == governed
+        assert _database(run_memgov("--dsn", memgov_dsn, "status", "--json", env={"MEMGOV_DSN": refused})) == governed
     assert _database(run_memgov("status", "--json", env={"MEMGOV_DSN": empty_dsn})) == other
     assert _database(run_memgov("--dsn", empty_dsn, "status", "--json", env={"MEMGOV_DSN": memgov_dsn})) == other
     # a nested command too, and one that fails reports the group's database
@@ -189,6 +191,15 @@ def test_embedded_cluster_up_migrate_down(tmp_path):
         )
         assert psql.returncode == 0, psql.stderr
         assert psql.stdout.strip() == "memgov|postgres"
+        # stopped under a client's feet, the server closes the connection first: its end lingers
+        # on the port (FIN_WAIT_2, then TIME_WAIT), which keeps neither PostgreSQL nor `up` from it
+        with psycopg.connect(info["dsn"]) as client:
+            assert run_memgov("down", env=env).returncode == 0
+            assert plain_bind_fails(int(info["port"])), "nothing lingers on the port: the test shows nothing"
+            restarted = run_memgov("up", "--json", env=env)
+            assert restarted.returncode == 0, restarted.stderr
+            assert json.loads(restarted.stdout)["dsn"] == info["dsn"]
+            client.close()
     finally:
         down = run_memgov("down", env=env)
     assert down.returncode == 0, down.stderr

@@ -19,6 +19,7 @@ from memgov_pg.policy import load_policy
 from memgov_pg.resources import shipped_policy_files
 from tests.cli_helpers import assert_one_line_error, raises_sqlstate, run_memgov
 from tests.decision_cases import reset_policies
+from tests.waiting import join, wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 DEFAULT = ROOT / "policies" / "default.yaml"
@@ -185,37 +186,49 @@ def test_explain_names_the_first_failing_condition(memgov_dsn):
 
 def test_concurrent_writers_see_no_error_during_deploys(memgov_dsn, tmp_path):
     """Evaluations run while versions are deployed and rolled back: each one is
-    decided wholly by one version, and none fails."""
+    decided wholly by one version, and none fails. Every version decides some: each
+    writer evaluates between every two deploys, however the threads are scheduled."""
     deploy(memgov_dsn, policy_file(tmp_path, "1.0.0", "allow", "a.yaml"))
     stop = threading.Event()
     seen: list[tuple[str, str]] = []
+    finished = [0, 0]  # evaluations each writer has finished
     failures: list[BaseException] = []
 
-    def writer() -> None:
+    def writer(k: int) -> None:
         with psycopg.connect(memgov_dsn, autocommit=True) as conn:
             while not stop.is_set():
                 try:
                     d = conn.execute("SELECT memgov.evaluate(%s)", (Jsonb(ITEM),)).fetchone()[0]
                     seen.append((d["policy_version"], d["action"]))
+                    finished[k] += 1
                 except BaseException as exc:
                     failures.append(exc)
                     return
 
-    threads = [threading.Thread(target=writer) for _ in range(2)]
+    def each_writer_evaluates() -> None:
+        """Until each writer has finished two evaluations more: the second began after this call."""
+        marks = list(finished)
+        wait_for(lambda: failures or all(n >= m + 2 for n, m in zip(finished, marks, strict=True)),
+                 "each writer to evaluate")  # fmt: skip
+
+    threads = [threading.Thread(target=writer, args=(k,)) for k in range(2)]
     for t in threads:
         t.start()
     try:
         for i in range(1, 11):
+            each_writer_evaluates()
             deploy(memgov_dsn, policy_file(tmp_path, f"1.{i}.0", "deny" if i % 2 else "allow", f"v{i}.yaml"))
+        each_writer_evaluates()
         rollback(memgov_dsn, to="1.0.0")
+        each_writer_evaluates()
     finally:
         stop.set()
         for t in threads:
-            t.join()
+            join(t, "a writer")
     assert not failures, failures
     expected = {"1.0.0": "allow"} | {f"1.{i}.0": "deny" if i % 2 else "allow" for i in range(1, 11)}
-    assert len(seen) > 20
     assert all(expected[version] == action for version, action in seen), set(seen)
+    assert {version for version, _ in seen} == set(expected)
 
 
 # -- the command line --------------------------------------------------------

@@ -15,6 +15,7 @@ from memgov_pg.compiler import compile_policy
 from memgov_pg.policy import load_policy
 from tests.cli_helpers import raises_sqlstate
 from tests.decision_cases import reset_policies, wipe
+from tests.waiting import DEADLINE
 
 POLICY = """
 version: "{version}"
@@ -129,7 +130,8 @@ def test_insert_require_approval_stores_pending_row_and_request(writer, admin, m
         ).fetchone()
         assert request[1:] == (memory_id, "remember", "pending", "memgov_writer")
         assert notices == ["MG201"]
-        notify = next(listener.notifies(timeout=5, stop_after=1))
+        notify = next(listener.notifies(timeout=DEADLINE, stop_after=1), None)
+        assert notify is not None, "no notification on the approval channel"
         assert notify.channel == channel and notify.payload == str(request[0])
 
 

@@ -21,6 +21,7 @@ from memgov_pg.deploy import deploy
 from memgov_pg.engine import MemoryPolicyEngine, SyncMemoryPolicyEngine
 from memgov_pg.errors import PolicyDeniedError
 from tests.attack_helpers import ORG, Logins, login_dsn
+from tests.waiting import DEADLINE
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -102,8 +103,9 @@ def test_16_threads_on_one_sync_engine(writer_dsn: str, memgov_dsn: str, logins:
 
 def test_pool_of_4_shared_by_64_tasks(writer_dsn: str, memgov_dsn: str, logins: Logins) -> None:
     async def scenario() -> tuple[list[Any], list[Any]]:
-        async with AsyncConnectionPool(writer_dsn, min_size=1, max_size=4, open=False) as pool:
-            await pool.open(wait=True)
+        # 64 tasks queue for 4 connections: each may wait as long as a loaded machine needs
+        async with AsyncConnectionPool(writer_dsn, min_size=1, max_size=4, open=False, timeout=DEADLINE) as pool:
+            await pool.open(wait=True, timeout=DEADLINE)
             engine = MemoryPolicyEngine.from_pool(pool)  # no tenant of its own: each task names one
             view = engine.for_tenant(ORG)
 

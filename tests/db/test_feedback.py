@@ -5,7 +5,6 @@ call is a row in memgov.feedback_events; concurrent calls never lose an update."
 from __future__ import annotations
 
 import threading
-import time
 import uuid
 from decimal import Decimal
 from typing import Any
@@ -18,6 +17,7 @@ from memgov_pg.compiler import compile_policy
 from memgov_pg.policy import load_policy
 from tests.cli_helpers import raises_sqlstate
 from tests.decision_cases import wipe
+from tests.waiting import blocked_by, join, wait_for
 
 POLICY = """
 version: "{version}"
@@ -358,13 +358,10 @@ def test_concurrent_confirms_never_lose_an_update(writer, admin, memgov_dsn):
         for t in threads:
             t.start()
         pids = [c.info.backend_pid for c in others]
-        deadline = time.monotonic() + 10
-        while waiting_on_locks(admin, pids) < len(others) and time.monotonic() < deadline:
-            time.sleep(0.02)
-        assert waiting_on_locks(admin, pids) == len(others), "the other confirms should wait on the row lock"
+        wait_for(lambda: waiting_on_locks(admin, pids) == len(others), "the other confirms to wait on the row lock")
         first.execute("COMMIT")
         for t in threads:
-            t.join(10)
+            join(t, "a confirm")
         assert not failures, failures
     finally:
         for conn in sessions:
@@ -395,7 +392,7 @@ def test_concurrent_confirms_from_many_connections_at_once(writer, admin, memgov
         for t in threads:
             t.start()
         for t in threads:
-            t.join(20)
+            join(t, "a confirm")
     finally:
         for conn in sessions:
             conn.close()
@@ -411,9 +408,10 @@ def test_a_reject_that_waits_on_a_forget_finds_the_memory_gone(writer, reviewer,
     outcome: list[BaseException | dict[str, Any]] = []
     thread = threading.Thread(target=lambda: outcome.append(_try(lambda: call(reviewer, "reject", memory_id))))
     thread.start()
-    time.sleep(0.3)
+    wait_for(lambda: blocked_by(admin, reviewer.info.backend_pid, writer.info.backend_pid),
+             "the reject to wait for the forget's row lock")  # fmt: skip
     writer.execute("COMMIT")
-    thread.join(10)
+    join(thread, "the reject")
     assert isinstance(outcome[0], psycopg.Error) and outcome[0].sqlstate == "MG404"
 
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 import datetime as dt
 import json
 import threading
-import time
 import uuid
 from decimal import Decimal
 from typing import Any
@@ -33,6 +32,7 @@ from tests.attack_helpers import (
     unchanged,
 )
 from tests.decision_cases import wipe
+from tests.waiting import blocked_by, join, wait_for
 
 
 @pytest.fixture
@@ -756,9 +756,10 @@ def test_a_mark_from_an_upsert_that_lost_a_race_opens_nothing(governed, writer, 
         insert(victim, item("allowed", memory_id=memory_id, fact_text="walrus medical notes", is_sensitive=True))
         thread = threading.Thread(target=attacker)
         thread.start()
-        time.sleep(0.5)  # the attacker's INSERT waits on the uncommitted row
+        wait_for(lambda: blocked_by(governed, writer.info.backend_pid, victim.info.backend_pid),
+                 "the attacker's INSERT to wait on the uncommitted row")  # fmt: skip
         victim.commit()
-        thread.join(timeout=30)
+        join(thread, "the attacker")
     assert shown and "walrus" not in shown[0], shown
 
 

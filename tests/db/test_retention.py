@@ -10,6 +10,8 @@ from __future__ import annotations
 import threading
 import time
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -21,6 +23,7 @@ from psycopg import errors
 from memgov_pg.compiler import compile_policy
 from memgov_pg.policy import load_policy
 from tests.decision_cases import wipe
+from tests.waiting import DEADLINE, blocked_by, join, wait_for
 
 POLICY = """
 version: "{version}"
@@ -234,13 +237,11 @@ def test_raising_confidence_resets_the_grace(writer, admin, memgov_dsn):
         reviewer.execute("SELECT memgov.confirm(%s)", (memory_id,))  # 0.35: above the floor
         sweep(admin)
         assert alive(admin, memory_id) == {memory_id}
+        (before_reject,) = admin.execute("SELECT now()").fetchone()
         reviewer.execute("SELECT memgov.reject(%s)", (memory_id,))  # 0.05: below again, a fresh clock
     sweep(admin)
     assert alive(admin, memory_id) == {memory_id}
-    assert (
-        row(admin, memory_id)["low_confidence_since"]
-        > admin.execute("SELECT now() - interval '1 minute'").fetchone()[0]
-    )
+    assert row(admin, memory_id)["low_confidence_since"] >= before_reject
 
 
 def test_a_lowered_floor_spares_memories_now_above_it(writer, admin):
@@ -554,7 +555,7 @@ def forget_decisions_of_a_sweep(dsn: str, admin: psycopg.Connection[Any]) -> int
         conn.execute("CALL memgov.run_maintenance()")
     # a backend's function counts reach the statistics when it exits
     wait_for(lambda: not admin.execute("SELECT count(*) FROM pg_stat_activity WHERE pid = %s", (pid,)).fetchone()[0],
-             what="the sweep's backend to exit")  # fmt: skip
+             "the sweep's backend to exit")  # fmt: skip
     admin.execute("SELECT pg_stat_clear_snapshot()")
     calls = admin.execute("SELECT calls FROM pg_stat_user_functions WHERE funcid = %s", (oid,)).fetchone()
     return 0 if calls is None else int(calls[0])
@@ -656,59 +657,62 @@ class Sweeper:
         self.thread.start()
         return self
 
-    def join(self, timeout: float = 30) -> None:
-        self.thread.join(timeout)
-        assert not self.thread.is_alive(), "the sweep did not end"
+    def join(self) -> None:
+        join(self.thread, "the sweep")
 
     def close(self) -> None:
         self.conn.close()
 
 
-def wait_for(predicate: Any, timeout: float = 20, what: str = "condition") -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if value := predicate():
-            return value
-        time.sleep(0.01)
-    raise AssertionError(f"timed out waiting for {what}")
+@contextmanager
+def stalled_mid_run(admin: psycopg.Connection[Any], dsn: str) -> Iterator[tuple[Sweeper, int, psycopg.Connection[Any]]]:
+    """A sweep (in a thread) that has committed its first batch and waits inside its second,
+    its deletions there uncommitted, for as long as the stall (yielded, with the run's id)
+    holds the deletion log: whatever the machine's speed, the sweep cannot run ahead.
 
-
-def stall_mid_run(admin: psycopg.Connection[Any], stall: psycopg.Connection[Any]) -> int:
-    """Wait until the running sweep has committed a few batches, then hold its run's row
-    so that the sweep blocks inside its next batch (its deletions there uncommitted)."""
-    run_id = wait_for(lambda: (r := admin.execute(
-        "SELECT run_id FROM memgov.maintenance_runs WHERE status = 'running'"
-        " AND (summary #>> '{deleted,ttl}')::int >= 100").fetchone()) and r[0], what="a few batches")  # fmt: skip
-    stall.execute("BEGIN")
-    stall.execute("SELECT 1 FROM memgov.maintenance_runs WHERE run_id = %s FOR UPDATE", (run_id,))
-    return int(run_id)
-
-
-def blocked(admin: psycopg.Connection[Any], pid: int) -> bool:
-    return admin.execute("SELECT wait_event_type = 'Lock' FROM pg_stat_activity WHERE pid = %s", (pid,)).fetchone()[0]
+    A gate holds the deletion log (SHARE) when the sweep starts, so the first batch waits at
+    its log INSERT; the stall queues for the same lock behind it; when the gate lets go, the
+    first batch commits and its release grants the stall the lock before the second batch
+    asks for it. The sweep is yours to end (join, cancel, terminate) and close."""
+    with psycopg.connect(dsn, autocommit=True) as gate, psycopg.connect(dsn, autocommit=True) as stall:
+        gate.execute("BEGIN")
+        gate.execute("LOCK TABLE memgov.deletion_log IN SHARE MODE")
+        sweeper = Sweeper(dsn).start()
+        wait_for(lambda: blocked_by(admin, sweeper.pid, gate.info.backend_pid), "the first batch to wait")
+        stall.execute("BEGIN")
+        queued = threading.Thread(target=stall.execute, args=("LOCK TABLE memgov.deletion_log IN SHARE MODE",))
+        queued.start()
+        wait_for(lambda: blocked_by(admin, stall.info.backend_pid, sweeper.pid), "the stall to queue behind it")
+        gate.execute("ROLLBACK")
+        join(queued, "the stall's lock")
+        wait_for(lambda: blocked_by(admin, sweeper.pid, stall.info.backend_pid), "the second batch to wait")
+        (run_id,) = admin.execute("SELECT run_id FROM memgov.maintenance_runs WHERE status = 'running'").fetchone()
+        try:
+            yield sweeper, int(run_id), stall
+        finally:
+            if stall.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+                stall.execute("ROLLBACK")
 
 
 def test_a_second_run_while_one_holds_the_lock_returns_at_once(admin, memgov_dsn):
     deploy(admin, "2.0.0", batch_size=20)
     seed_expired(admin, 1000)
-    first = Sweeper(memgov_dsn).start()
-    try:
-        with psycopg.connect(memgov_dsn, autocommit=True) as stall, \
-             psycopg.connect(memgov_dsn, autocommit=True) as second:  # fmt: skip
-            run_id = stall_mid_run(admin, stall)
-            wait_for(lambda: blocked(admin, first.pid), what="the first sweep to block")
-            notices: list[str | None] = []
-            second.add_notice_handler(lambda diag: notices.append(diag.sqlstate))
-            started = time.monotonic()
-            second.execute("CALL memgov.run_maintenance()")
-            assert time.monotonic() - started < 1.0
+    with stalled_mid_run(admin, memgov_dsn) as (first, run_id, stall):
+        try:
+            # a second run waiting for the lease would wait for the stalled first: a bound
+            # far beyond a quick return turns that into a failure instead of a hang
+            with psycopg.connect(memgov_dsn, autocommit=True, options="-c statement_timeout=120s") as second:
+                notices: list[str | None] = []
+                second.add_notice_handler(lambda diag: notices.append(diag.sqlstate))
+                second.execute("CALL memgov.run_maintenance()")
             assert notices == ["MG409"]
+            assert blocked_by(admin, first.pid, stall.info.backend_pid)  # returned while the first still waits
             assert admin.execute("SELECT count(*) FROM memgov.maintenance_runs").fetchone()[0] == 1
             stall.execute("ROLLBACK")
-        first.join()
-        assert first.error is None
-    finally:
-        first.close()
+            first.join()
+            assert first.error is None
+        finally:
+            first.close()
     assert admin.execute("SELECT run_id, status FROM memgov.maintenance_runs").fetchall() == [(run_id, "finished")]
     assert admin.execute("SELECT count(*) FROM memgov.long_term_memory_items").fetchone()[0] == 0
 
@@ -719,17 +723,14 @@ def test_a_killed_run_loses_nothing_and_the_next_run_finishes(writer, admin, mem
     fresh = [remember(writer, f"fresh {i}", retention="ttl_7d") for i in range(5)]
     expired_ids = {r[0] for r in admin.execute(
         "SELECT memory_id FROM memgov.long_term_memory_items WHERE expires_at <= now()")}  # fmt: skip
-    killed = Sweeper(memgov_dsn).start()
-    try:
-        with psycopg.connect(memgov_dsn, autocommit=True) as stall:
-            run_id = stall_mid_run(admin, stall)
-            wait_for(lambda: blocked(admin, killed.pid), what="the sweep to block mid-batch")
+    with stalled_mid_run(admin, memgov_dsn) as (killed, run_id, stall):
+        try:
             assert admin.execute("SELECT pg_terminate_backend(%s)", (killed.pid,)).fetchone()[0]
             stall.execute("ROLLBACK")
-        killed.join()
-        assert isinstance(killed.error, psycopg.OperationalError)
-    finally:
-        killed.close()
+            killed.join()
+            assert isinstance(killed.error, psycopg.OperationalError)
+        finally:
+            killed.close()
 
     # what the killed run committed is deleted and logged, its last batch rolled back whole
     status, logged_by_summary = admin.execute(
@@ -757,24 +758,33 @@ def test_a_killed_run_loses_nothing_and_the_next_run_finishes(writer, admin, mem
 def test_a_failed_run_releases_the_lock_of_its_session(admin, memgov_dsn):
     deploy(admin, "2.0.0", batch_size=20)
     seed_expired(admin, 1000)
-    failed = Sweeper(memgov_dsn).start()
-    try:
-        with psycopg.connect(memgov_dsn, autocommit=True) as stall:
-            stall_mid_run(admin, stall)
-            wait_for(lambda: blocked(admin, failed.pid), what="the sweep to block")
+    with stalled_mid_run(admin, memgov_dsn) as (failed, _, stall):
+        try:
             admin.execute("SELECT pg_cancel_backend(%s)", (failed.pid,))
             failed.join()
             stall.execute("ROLLBACK")
-        assert isinstance(failed.error, errors.QueryCanceled)
-        # its session lives on, and the next run (from another session) is not locked out
-        assert failed.conn.execute("SELECT 1").fetchone() == (1,)
-        summary = sweep(admin)
-        assert summary["deleted"]["ttl"] > 0
-        assert admin.execute("SELECT count(*) FROM memgov.long_term_memory_items").fetchone()[0] == 0
-        assert admin.execute("SELECT array_agg(status ORDER BY run_id) FROM memgov.maintenance_runs").fetchone()[0] \
-            == ["interrupted", "finished"]  # fmt: skip
-    finally:
-        failed.close()
+            assert isinstance(failed.error, errors.QueryCanceled)
+            # its session lives on, and the next run (from another session) is not locked out
+            assert failed.conn.execute("SELECT 1").fetchone() == (1,)
+            summary = sweep(admin)
+            assert summary["deleted"]["ttl"] > 0
+            assert admin.execute("SELECT count(*) FROM memgov.long_term_memory_items").fetchone()[0] == 0
+            assert admin.execute("SELECT array_agg(status ORDER BY run_id) FROM memgov.maintenance_runs"
+                                 ).fetchone()[0] == ["interrupted", "finished"]  # fmt: skip
+        finally:
+            failed.close()
+
+
+def pauses(watcher: psycopg.Connection[Any], sweeper: Sweeper) -> int:
+    """Watch the sweep until it ends: how often it was seen asleep between batches."""
+    slept = 0
+    deadline = time.monotonic() + DEADLINE
+    while sweeper.thread.is_alive():
+        assert time.monotonic() < deadline, "the sweep did not end"
+        row = watcher.execute("SELECT wait_event FROM pg_stat_activity WHERE pid = %s", (sweeper.pid,)).fetchone()
+        slept += row is not None and row[0] == "PgSleep"
+        time.sleep(0.01)
+    return slept
 
 
 def test_the_sweep_yields_while_other_sessions_are_busy(admin, memgov_dsn):
@@ -783,12 +793,12 @@ def test_the_sweep_yields_while_other_sessions_are_busy(admin, memgov_dsn):
     with psycopg.connect(memgov_dsn, autocommit=True) as busy:
         busy.execute("BEGIN")
         busy.execute("SELECT 1")  # idle in transaction: a session at work
-        sweeper = Sweeper(memgov_dsn, **{"memgov.maintenance_yield": "20"}).start()
+        # each pause is as long as it may be (1 s): the watcher cannot miss the first
+        sweeper = Sweeper(memgov_dsn, **{"memgov.maintenance_yield": "1000"}).start()
         try:
-            paused = wait_for(lambda: admin.execute(
+            wait_for(lambda: admin.execute(
                 "SELECT wait_event = 'PgSleep' FROM pg_stat_activity WHERE pid = %s", (sweeper.pid,)
-            ).fetchone()[0], what="the sweep to pause between batches")  # fmt: skip
-            assert paused
+            ).fetchone()[0], "the sweep to pause between batches")  # fmt: skip
             busy.execute("ROLLBACK")
             sweeper.join()
             assert sweeper.error is None
@@ -797,13 +807,20 @@ def test_the_sweep_yields_while_other_sessions_are_busy(admin, memgov_dsn):
     assert admin.execute("SELECT count(*) FROM memgov.long_term_memory_items").fetchone()[0] == 0
 
 
-def test_the_sweep_runs_at_full_speed_when_nobody_else_is_busy(admin, memgov_dsn):
+def test_the_sweep_runs_at_full_speed_when_nobody_else_is_busy(admin, memgov_server, memgov_dsn):
+    """Watched from another database, whose sessions the sweep does not count: were it to
+    pause at all, it would sleep a full second after each of its ten batches."""
     deploy(admin, "2.0.0", batch_size=10)
     seed_expired(admin, 100)
-    with psycopg.connect(memgov_dsn, autocommit=True, options="-c memgov.maintenance_yield=1000") as conn:
-        started = time.monotonic()
-        sweep(conn)  # 10 batches: pausing would take about 10 s (1 s per batch at most)
-        assert time.monotonic() - started < 3
+    with psycopg.connect(memgov_server.dsn("postgres"), autocommit=True) as watcher:
+        sweeper = Sweeper(memgov_dsn, **{"memgov.maintenance_yield": "1000"}).start()
+        try:
+            slept = pauses(watcher, sweeper)
+            sweeper.join()
+            assert sweeper.error is None
+        finally:
+            sweeper.close()
+    assert slept == 0
     assert admin.execute("SELECT count(*) FROM memgov.long_term_memory_items").fetchone()[0] == 0
 
 

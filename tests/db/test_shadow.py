@@ -36,6 +36,7 @@ from tests.attack_helpers import (
 )
 from tests.cli_helpers import assert_one_line_error, run_memgov
 from tests.decision_cases import wipe
+from tests.waiting import DEADLINE, join
 
 # The candidate: uncertain preferences are stored, untrusted PII is refused.
 CANDIDATE = POLICY.replace(
@@ -164,39 +165,52 @@ def test_reads_are_shadowed_with_the_candidates_read_rules(su, writer):
     assert divergence["examples"][0]["candidate_rule_ids"] == ["deny-untrusted-recall"]
 
 
+#: writes each writer starts after ``during`` has committed, before it stops
+WRITES_AFTER = 3
+
+
 def _write_concurrently(dsn: str, logins: Logins, rounds: int, during: Any = None) -> list[BaseException]:
     """Four writer logins (two in acme, two in globex) writing at once, ``rounds`` writes each;
-    ``during`` runs when each has written half of them, and they go on until it is done."""
+    ``during`` runs (and commits) when each has written half of them, and each goes on until
+    it has started WRITES_AFTER writes after that commit, however fast or slow the machine."""
     errors: list[BaseException] = []
     kinds = ("allowed", "held", "quarantined")
     halfway = threading.Barrier(5 if during else 4)
-    done = threading.Event()
+    committed = threading.Event()  # `during` returned: its transaction committed
+    over = threading.Event()  # `during` returned or failed
     if not during:
-        done.set()
+        over.set()
+    deadline = time.monotonic() + DEADLINE
 
     def write(role: str, org: str) -> None:
         try:
             with psycopg.connect(login_dsn(dsn, role), autocommit=True) as conn:
                 conn.execute("SELECT set_config('memgov.org_id', %s, false)", (org,))
-                n = 0
-                while n < rounds or not done.is_set():
+                n = after = 0
+                while n < rounds or not over.is_set() or (committed.is_set() and after < WRITES_AFTER):
+                    assert time.monotonic() < deadline, f"{role} wrote {n} rows, {after} after the commit"
                     if n == rounds // 2:
-                        halfway.wait(timeout=60)
+                        halfway.wait(timeout=DEADLINE)
+                    started_after = committed.is_set()
                     try:
                         insert(conn, item(kinds[n % 3], org))
                     except psycopg.Error as exc:  # a denial (a promoted candidate's) logs nothing
                         if exc.sqlstate != "MG403":
                             raise
                     n += 1
+                    after += started_after
         except BaseException as exc:  # reported by the test
             errors.append(exc)
 
     def act() -> None:
         try:
-            halfway.wait(timeout=60)
+            halfway.wait(timeout=DEADLINE)
             during()
+            committed.set()
+        except BaseException as exc:  # reported by the test
+            errors.append(exc)
         finally:
-            done.set()
+            over.set()
 
     writers = ((logins.writer, ORG), (logins.writer, ORG), (logins.gwriter, OTHER), (logins.gwriter, OTHER))
     threads = [threading.Thread(target=write, args=writer) for writer in writers]
@@ -205,7 +219,7 @@ def _write_concurrently(dsn: str, logins: Logins, rounds: int, during: Any = Non
     for t in threads:
         t.start()
     for t in threads:
-        t.join(timeout=120)
+        join(t, "a writer")
     return errors
 
 
@@ -298,7 +312,7 @@ def test_replay_reports_what_a_candidate_would_change_and_changes_nothing(su, lo
     with su.transaction():
         stage(su)  # deployed, not active
     start_shadow(su, version="1.2.0")  # a running shadow, which the replay must leave as it is
-    time.sleep(3)
+    (last_before,) = su.execute("SELECT max(decision_id) FROM memgov.decision_log").fetchone()
     insert(writer, item("allowed"))
     held = insert(writer, item("held")).fetchone()[0]
     writer.execute("SELECT memgov.remember(%s)", (as_json(item("quarantined")),))
@@ -311,7 +325,7 @@ def test_replay_reports_what_a_candidate_would_change_and_changes_nothing(su, lo
     # be stored (its approval request, not its pending row: once), the PII refused (its
     # quarantine entry); the denied secret left no payload, the first memory is too old
     expected = {
-        "candidate": CANDIDATE_VERSION, "tenant": "*", "since": "00:00:02", "decisions": 3,
+        "candidate": CANDIDATE_VERSION, "tenant": "*", "decisions": 3,
         "sources": {"approval_requests": 1, "memories": 1, "quarantine": 1},
         "divergences": [
             {"active": "quarantine", "candidate": "deny", "count": 1, "sources": {"quarantine": 1},
@@ -320,11 +334,24 @@ def test_replay_reports_what_a_candidate_would_change_and_changes_nothing(su, lo
              "examples": [held_decision]},
         ],
     }  # fmt: skip
+    # the window: back to the first decision after the first memory's, whatever time the writes
+    # took (one statement, so both read the same now())
     with unchanged(su, "the replay"):  # committed at once (autocommit): it undoes its own work
-        got = su.execute("SELECT memgov.replay('*', %s, '2 seconds')", (CANDIDATE_VERSION,)).fetchone()[0]
+        got, since = su.execute(
+            "SELECT memgov.replay('*', %(version)s, w.since), w.since::text"
+            "  FROM (SELECT now() - min(decided_at) AS since FROM memgov.decision_log"
+            "         WHERE decision_id > %(last)s) AS w",
+            {"version": CANDIDATE_VERSION, "last": last_before},
+        ).fetchone()
+    first_memory_at, window_from = su.execute(
+        "SELECT min(decided_at), min(decided_at) FILTER (WHERE decision_id > %s) FROM memgov.decision_log",
+        (last_before,),
+    ).fetchone()
+    assert first_memory_at < window_from  # the first memory was decided before the window
     for divergence in got["divergences"]:
         divergence["examples"] = [e["decision_id"] for e in divergence["examples"]]
     assert {k: got[k] for k in expected} == expected
+    assert got["since"] == since
     assert report(su)["candidate"] == "1.2.0" and report(su)["state"] == "running"
 
     # the command line, as an admin login: the same report over the last hour, nothing deployed

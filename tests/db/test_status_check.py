@@ -29,12 +29,12 @@ import psycopg
 import pytest
 
 from memgov_pg.cluster import LocalCluster, free_port
-from memgov_pg.errors import ClusterError
 from memgov_pg.migrate import head_revision
 from memgov_pg.retention import job_name, previous_firings
 from memgov_pg.testing import Server
 from tests.attack_helpers import login_dsn
 from tests.cli_helpers import run_memgov
+from tests.net_helpers import refused_port
 
 POLICY = """
 version: "1.0.0"
@@ -162,19 +162,6 @@ def overdue_line(started: dt.datetime, schedule: str) -> str:
     return f"retention sweep overdue: last run started {started.isoformat()}, schedule '{schedule}' (GMT)"
 
 
-def start_on_a_free_port(cluster: LocalCluster, attempts: int = 5) -> None:
-    """Start a new cluster; another server (a concurrent test run) may take its port first."""
-    for _ in range(attempts - 1):
-        try:
-            return cluster.start()
-        except ClusterError as exc:
-            if "is taken" not in str(exc):
-                raise
-            cluster.port = free_port()
-            cluster.configure()
-    cluster.start()
-
-
 _databases = itertools.count()
 
 
@@ -275,7 +262,7 @@ def test_pg_cron_missing_is_degraded(tmp_path):
     cluster = LocalCluster(base, free_port(), durable=False)
     try:
         cluster.init()
-        start_on_a_free_port(cluster)
+        cluster.start_on_a_free_port()
         cluster.create_database("governed")
         dsn = cluster.dsn("governed")
         memgov("migrate", "--dsn", dsn)
@@ -290,7 +277,7 @@ def test_pg_cron_missing_is_degraded(tmp_path):
         with psycopg.connect(cluster.dsn("postgres"), autocommit=True) as conn:
             conn.execute("ALTER SYSTEM SET shared_preload_libraries = 'plpgsql'")
         cluster.stop()
-        start_on_a_free_port(cluster)
+        cluster.start_on_a_free_port()
         dsn = cluster.dsn("governed")
         not_loaded = [
             "pg_cron unavailable: pg_cron is not loaded by this server: add shared_preload_libraries = 'pg_cron' "
@@ -528,12 +515,13 @@ def test_a_login_without_a_memgov_role_is_told_which_role(fresh, cron, logins, t
 
 
 def test_unreachable_exits_2():
-    dsn = f"host=127.0.0.1 port={free_port()} dbname=x connect_timeout=2"
-    result = run_memgov("status", "--check", "--dsn", dsn)
+    with refused_port() as port:
+        dsn = f"host=127.0.0.1 port={port} dbname=x connect_timeout=2"
+        result = run_memgov("status", "--check", "--dsn", dsn)
+        as_json = run_memgov("status", "--check", "--json", "--dsn", dsn)
     assert result.returncode == 2, result.stderr
     assert result.stdout.startswith("unreachable: ")
     assert len(result.stdout.splitlines()) == 1
-    as_json = run_memgov("status", "--check", "--json", "--dsn", dsn)
     assert as_json.returncode == 2, as_json.stderr
     data = json.loads(as_json.stdout)
     assert data["status"] == "unreachable" and len(data["problems"]) == 1
