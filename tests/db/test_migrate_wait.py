@@ -15,6 +15,7 @@ import pytest
 from memgov_pg.cluster import LocalCluster, free_port
 from memgov_pg.migrate import current_revision, head_revision
 from tests.cli_helpers import assert_one_line_error, run_memgov
+from tests.net_helpers import refused_port
 
 
 @pytest.fixture
@@ -58,8 +59,8 @@ def test_migrate_waits_for_a_server_that_starts_listening_later(stopped_cluster)
 
 
 def test_the_wait_is_bounded_and_ends_in_the_connection_error():
-    dsn = f"postgresql://postgres@127.0.0.1:{free_port()}/postgres"
-    result = run_memgov("migrate", "--wait", "1", "--dsn", dsn)
+    with refused_port() as port:
+        result = run_memgov("migrate", "--wait", "1", "--dsn", f"postgresql://postgres@127.0.0.1:{port}/postgres")
     assert_one_line_error(result, "cannot connect to 127.0.0.1:", "Connection refused", "(waited 1 s)")
 
 
