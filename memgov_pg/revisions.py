@@ -62,7 +62,7 @@ class Routine:
     result: str  # pg_get_function_result: a change here needs DROP first
     arguments: str  # pg_get_function_arguments: names and defaults, same
     owner: str
-    grantees: tuple[str, ...]  # roles with EXECUTE, besides the owner (PUBLIC included)
+    grantees: tuple[str, ...]  # roles with EXECUTE, besides the owner (PUBLIC included), in ACL order
     comment: str | None
 
     def replaceable_by(self, other: Routine) -> bool:
@@ -91,7 +91,8 @@ def _grants(old: Routine | None, new: Routine) -> list[str]:
         out.append(f"REVOKE ALL ON {target} FROM PUBLIC;")
     if gone := sorted(before - after):
         out.append(f"REVOKE EXECUTE ON {target} FROM {', '.join(gone)};")
-    if added := sorted(after - before):
+    # in the order of the routine's ACL, which pg_dump prints as it is
+    if added := [g for g in new.grantees if g not in before]:
         out.append(f"GRANT EXECUTE ON {target} TO {', '.join(added)};")
     return out
 

@@ -665,8 +665,9 @@ SELECT p.oid::pg_catalog.regprocedure::text                             AS signa
        pg_catalog.pg_get_function_arguments(p.oid)                      AS arguments,
        pg_catalog.pg_get_userbyid(p.proowner)                           AS owner,
        coalesce((SELECT array_agg(CASE a.grantee WHEN 0 THEN 'PUBLIC'
-                                  ELSE quote_ident(pg_catalog.pg_get_userbyid(a.grantee)) END ORDER BY 1)
-                   FROM pg_catalog.aclexplode(coalesce(p.proacl, pg_catalog.acldefault('f', p.proowner))) a
+                                  ELSE quote_ident(pg_catalog.pg_get_userbyid(a.grantee)) END ORDER BY a.n)
+                   FROM pg_catalog.aclexplode(coalesce(p.proacl, pg_catalog.acldefault('f', p.proowner)))
+                        WITH ORDINALITY AS a (grantor, grantee, privilege_type, is_grantable, n)
                   WHERE a.privilege_type = 'EXECUTE' AND a.grantee <> p.proowner), '{}') AS grantees,
        pg_catalog.obj_description(p.oid, 'pg_proc')                     AS comment
   FROM pg_catalog.pg_proc p
