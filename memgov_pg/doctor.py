@@ -83,6 +83,9 @@ WRITER_API: Final[tuple[str, ...]] = (
     "memgov.reads_governed(text)",
     "memgov.get_allowed(memgov.long_term_memory_items)",
     "memgov.written_here(memgov.long_term_memory_items)",
+    # the end of a bulk statement lists its shared decisions' memories as the statement's role;
+    # what it is handed it checks against the log and the rows themselves
+    "memgov.list_shared(memgov.shared_decision[])",
 )
 #: What a reviewer calls besides: decide requests, give feedback, resolve quarantine.
 REVIEWER_API: Final[tuple[str, ...]] = (

@@ -117,6 +117,37 @@ _CONFIDENCE = Numeric(4, 3)
 _TEXTS = ARRAY(Text)
 
 
+class InDomain(TypeDecorator[Any]):
+    """A column typed by a domain of schema memgov (created by the migration, never here): the
+    domain in DDL, its base type's binds, results and operators (a JSONB domain takes a dict)."""
+
+    impl: TypeEngine[Any] | type[TypeEngine[Any]] = Text
+    cache_ok = True
+    if hasattr(Text, "operator_classes"):  # SQLAlchemy 2.1 (see EnumText); replaced per instance below
+        operator_classes = Text.operator_classes
+
+    def __init__(self, domain: str, base: TypeEngine[Any]) -> None:
+        """``domain``: its name in schema memgov; ``base``: the type it is a domain of."""
+        super().__init__()
+        self.base = base
+        self.impl = DOMAIN(domain, base, schema=SCHEMA, create_type=False)
+        self.comparator_factory = base.comparator_factory
+        if hasattr(base, "operator_classes"):
+            self.operator_classes = base.operator_classes  # type: ignore[misc]
+
+    def bind_processor(self, dialect: Any) -> Any:
+        """The base type's."""
+        return self.base.dialect_impl(dialect).bind_processor(dialect)
+
+    def result_processor(self, dialect: Any, coltype: Any) -> Any:
+        """The base type's."""
+        return self.base.dialect_impl(dialect).result_processor(dialect, coltype)
+
+
+def _domain(name: str, base: TypeEngine[Any]) -> InDomain:
+    return InDomain(name, base)
+
+
 def _default(sql: str) -> Any:
     """A server default, spelled as PostgreSQL prints it (``pg_get_expr``)."""
     return text(sql)
@@ -163,23 +194,25 @@ class MemoryItem(Base):
     memory_id: Mapped[uuid.UUID] = mapped_column(
         Uuid, primary_key=True, default=uuid.uuid4, server_default=_default("gen_random_uuid()")
     )
-    org_id: Mapped[str] = mapped_column(Text, primary_key=True)
+    org_id: Mapped[str] = mapped_column(_domain("tenant", Text()), primary_key=True)
     project_id: Mapped[str | None] = mapped_column(Text)
     agent_id: Mapped[str | None] = mapped_column(Text)
     subject_id: Mapped[str | None] = mapped_column(Text)
     session_id: Mapped[str | None] = mapped_column(Text)
-    category: Mapped[str] = mapped_column(Text)
+    category: Mapped[str] = mapped_column(_domain("category", Text()))
     fact_text: Mapped[str] = mapped_column(Text)
-    source: Mapped[Any] = mapped_column(EnumText(Source))
-    confidence: Mapped[Decimal] = mapped_column(_CONFIDENCE)
+    source: Mapped[Any] = mapped_column(EnumText(Source, "fact_source"))
+    confidence: Mapped[Decimal] = mapped_column(_domain("confidence", _CONFIDENCE))
     is_sensitive: Mapped[bool] = mapped_column(Boolean, server_default=_default("false"))
     retention_policy: Mapped[Any] = mapped_column(
-        EnumText(RetentionPolicy), server_default=_default("'permanent_until_revoked'::text")
+        EnumText(RetentionPolicy, "retention_kind"), server_default=_default("'permanent_until_revoked'::text")
     )
     context_source: Mapped[str | None] = mapped_column(Text)
-    metadata_: Mapped[dict[str, Any]] = mapped_column("metadata", JSONB, server_default=_default("'{}'::jsonb"))
+    metadata_: Mapped[dict[str, Any]] = mapped_column(
+        "metadata", _domain("metadata_object", JSONB()), server_default=_default("'{}'::jsonb")
+    )
 
-    status: Mapped[Any] = _engine(EnumText(Status), "'active'::text", nullable=False)
+    status: Mapped[Any] = _engine(EnumText(Status, "memory_status"), "'active'::text", nullable=False)
     created_at: Mapped[datetime] = _engine(_TZ, "now()", nullable=False)
     updated_at: Mapped[datetime] = _engine(_TZ, "now()", nullable=False)
     last_confirmed_at: Mapped[datetime | None] = _engine(_TZ)
@@ -274,7 +307,7 @@ class DecisionLogEntry(Base):
     __table_args__ = (PrimaryKeyConstraint("org_id", "decision_id"),)
 
     decision_id: Mapped[int] = mapped_column(BigInteger, Identity(always=True))
-    decided_at: Mapped[datetime] = mapped_column(_TZ, server_default=_default("now()"))
+    decided_at: Mapped[datetime] = mapped_column(_TZ, server_default=_default("statement_timestamp()"))
     operation: Mapped[Any] = mapped_column(EnumText(Operation))
     memory_id: Mapped[uuid.UUID | None] = mapped_column(Uuid)
     org_id: Mapped[str] = mapped_column(Text)
@@ -292,6 +325,16 @@ class DecisionLogEntry(Base):
     returned: Mapped[int | None] = mapped_column(Integer)
     withheld: Mapped[int | None] = mapped_column(Integer)
     xact_id: Mapped[int] = mapped_column(BigInteger, server_default=_default("((pg_current_xact_id())::text)::bigint"))
+    #: a decision one statement took about several memories alike: them all (memory_id is then None)
+    memory_ids: Mapped[list[uuid.UUID] | None] = mapped_column(ARRAY(Uuid))
+    memory_count: Mapped[int | None] = mapped_column(Integer)
+
+    @property
+    def memories(self) -> list[uuid.UUID]:
+        """Every memory this decision was about: ``memory_ids``, else ``[memory_id]`` (none for a search)."""
+        if self.memory_ids is not None:
+            return list(self.memory_ids)
+        return [self.memory_id] if self.memory_id is not None else []
 
 
 class ApprovalRequest(Base):

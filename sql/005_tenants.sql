@@ -243,4 +243,83 @@ GRANT EXECUTE ON FUNCTION memgov.session_tenant(), memgov.is_tenant_id(text), me
 GRANT EXECUTE ON FUNCTION memgov.grant_tenant(text, text), memgov.revoke_tenant(text, text)
     TO memgov_admin;
 
+-- A secret of each session: the currval of a sequence that no client may read or advance,
+-- set at random on the session's first use (memgov.session_key()). What memgov marks in
+-- settings a client can read and set (its own writes, a statement's shared decisions) it
+-- seals with it.
+CREATE SEQUENCE memgov.session_key AS bigint MINVALUE -9223372036854775808;
+COMMENT ON SEQUENCE memgov.session_key IS 'Per session (currval), a secret of memgov''s: read and set by memgov only';
+
+-- This session's secret (memgov.session_key's currval), a new random one on the session's
+-- first use (memgov.session_keyed says there was one: a client that sets it in a fresh
+-- session only makes its own statement fail on currval).
+CREATE FUNCTION memgov.session_key()
+RETURNS bigint
+LANGUAGE plpgsql
+AS $$
+BEGIN
+    IF pg_catalog.current_setting('memgov.session_keyed', true) = 'on' THEN
+        RETURN pg_catalog.currval('memgov.session_key');
+    END IF;
+    PERFORM pg_catalog.set_config('memgov.session_keyed', 'on', false);
+    RETURN pg_catalog.setval('memgov.session_key',
+                             (pg_catalog.floor(pg_catalog.random() * 18446744073709551615::numeric)
+                              - 9223372036854775808::numeric)::bigint);
+END
+$$;
+
+-- memgov's own writes ---------------------------------------------------------------------
+--
+-- memgov's functions decide before they write (approve, confirm, reject, edit, a deploy's
+-- re-indexing) and write as memgov_owner; the write trigger must then keep only the derived
+-- columns. A trigger's WHEN clause could tell them apart by current_user, but PostgreSQL
+-- prepares it anew for every statement (25k instructions of every single-row write, twice
+-- with the two triggers it took). So such a function marks its writes: right before them
+-- memgov.engine_writes() sets memgov.engine_write to memgov.engine_token(), a hash of the
+-- transaction under the session's key that no client can compute, and right after them
+-- memgov.engine_writes_done() clears it (an error in between rolls it back with the rest;
+-- tests/db/test_attacks.py checks that no memgov function leaves it set). A session acting
+-- as memgov_owner itself (a superuser's SET ROLE) writes as the engine too.
+
+-- The mark of memgov's own writes in this transaction.
+CREATE FUNCTION memgov.engine_token()
+RETURNS text
+LANGUAGE sql STABLE
+AS $$
+    SELECT pg_catalog.hashtextextended('memgov engine write ' || pg_catalog.txid_current(),
+                                       pg_catalog.currval('memgov.session_key'))::text
+$$;
+
+-- Whether p_mark is this transaction's mark of memgov's own writes (a session without a
+-- key has none: whatever a client set is not).
+CREATE FUNCTION memgov.is_engine_write(p_mark text)
+RETURNS boolean
+LANGUAGE plpgsql STABLE
+AS $$
+BEGIN
+    RETURN p_mark = memgov.engine_token();
+EXCEPTION WHEN object_not_in_prerequisite_state THEN
+    RETURN false;
+END
+$$;
+
+-- Marks what the calling memgov function writes next as memgov's own.
+CREATE FUNCTION memgov.engine_writes()
+RETURNS void
+LANGUAGE plpgsql
+AS $$
+BEGIN
+    PERFORM memgov.session_key();
+    PERFORM pg_catalog.set_config('memgov.engine_write', memgov.engine_token(), true);
+END
+$$;
+
+-- Ends the mark of memgov.engine_writes().
+CREATE FUNCTION memgov.engine_writes_done()
+RETURNS void
+LANGUAGE sql
+BEGIN ATOMIC
+    SELECT pg_catalog.set_config('memgov.engine_write', '', true);
+END;
+
 RESET ROLE;

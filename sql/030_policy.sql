@@ -427,9 +427,11 @@ RETURN %s$f$,
     -- a tenant whose text search configuration changed has its memories indexed anew
     -- (search_vector follows search_config), in the deploy's transaction
     IF v_old_configs IS DISTINCT FROM pg_get_functiondef('memgov.search_config(text)'::regprocedure) THEN
+        PERFORM memgov.engine_writes();
         UPDATE memgov.long_term_memory_items m
            SET search_config = memgov.search_config(m.org_id)
          WHERE m.search_config <> memgov.search_config(m.org_id);
+        PERFORM memgov.engine_writes_done();
     END IF;
     -- sample_rate: the share of a tenant's stored or held writes kept for replay (its policy's
     -- replay.sample_rate; none by default), a constant in the write trigger's test

@@ -20,7 +20,7 @@
 
 SET ROLE memgov_owner;
 
--- What memgov.record_write() did about one decided row.
+-- What memgov.govern() did about one decided write or read.
 CREATE TYPE memgov.write_outcome AS (
     action          text,       -- the action applied: allow, deny, require_approval, quarantine
     decision        jsonb,      -- the decision plus decision_id
@@ -133,16 +133,21 @@ AS $$
                 THEN p_b ELSE p_a END
 $$;
 
--- Logs one decision about a write (by p_actor, for session_user); returns its decision_id.
--- The only INSERT into memgov.decision_log. (No SET clause: it runs once per governed row,
--- inside functions that pin search_path, and names only qualified objects. It takes the
--- memory's ids, not its row: a whole row is copied to be passed.)
+-- Logs one decision (by p_actor, for session_user); returns its decision_id. The only
+-- INSERT into memgov.decision_log but the flush of a statement's shared decisions (below).
+-- A read's row also says what was asked (a fingerprint) and what it returned and withheld.
+-- (No SET clause: it runs once per governed row, inside functions that pin search_path,
+-- and names only qualified objects. It takes the memory's ids, not its row: a whole row
+-- is copied to be passed.)
 CREATE FUNCTION memgov.log_decision(
-    p_operation  text,
-    p_memory_id  uuid,
-    p_org_id     text,
-    p_actor      text,
-    p_decision   memgov.decision)
+    p_operation    text,
+    p_memory_id    uuid,
+    p_org_id       text,
+    p_actor        text,
+    p_decision     memgov.decision,
+    p_fingerprint  text DEFAULT NULL,
+    p_returned     integer DEFAULT NULL,
+    p_withheld     integer DEFAULT NULL)
 RETURNS bigint
 LANGUAGE plpgsql
 AS $$
@@ -151,66 +156,15 @@ DECLARE
 BEGIN
     INSERT INTO memgov.decision_log
            (operation, memory_id, org_id, action, reason_codes, matched_rule_ids,
-            policy_version, mode, enforced, actor, login, risk_score, risk_level)
+            policy_version, mode, enforced, actor, login, risk_score, risk_level,
+            query_fingerprint, returned, withheld)
     VALUES (p_operation, p_memory_id, p_org_id, p_decision.action,
             p_decision.reason_codes, p_decision.matched_rule_ids, p_decision.policy_version,
             p_decision.mode, p_decision.enforced, p_actor, session_user,
-            pg_catalog.round(p_decision.risk_score, 3), p_decision.risk_level)
+            pg_catalog.round(p_decision.risk_score, 3), p_decision.risk_level,
+            p_fingerprint, p_returned, p_withheld)
     RETURNING decision_id INTO v_id;
     RETURN v_id;
-END
-$$;
-
--- Logs one decision about a write and files the request or quarantine entry it calls for.
--- Engine-internal: reached from the write trigger and memgov's functions only, which pin
--- search_path (no SET clause of its own: it runs once per governed row).
-CREATE FUNCTION memgov.record_write(
-    p_operation  text,
-    p_item       memgov.long_term_memory_items,
-    p_actor      text,
-    p_decision   memgov.decision)
-RETURNS memgov.write_outcome
-LANGUAGE plpgsql
-AS $$
-DECLARE
-    v_outcome   memgov.write_outcome;
-    v_payload   jsonb;
-BEGIN
-    -- monitor mode (and a decision that is not enforced) lets the write through
-    v_outcome.action := CASE WHEN p_decision.enforced THEN p_decision.action ELSE 'allow' END;
-    v_outcome.policy_version := p_decision.policy_version;
-
-    v_outcome.decision_id := memgov.log_decision(p_operation, p_item.memory_id, p_item.org_id, p_actor, p_decision);
-
-    IF v_outcome.action IN ('require_approval', 'quarantine') THEN
-        v_payload := to_jsonb(p_item);
-    END IF;
-
-    IF v_outcome.action = 'require_approval' THEN
-        INSERT INTO memgov.approval_requests
-               (memory_id, org_id, operation, payload, requested_by, requested_login,
-                decision_id, policy_version)
-        VALUES (p_item.memory_id, p_item.org_id, p_operation, v_payload, p_actor, session_user,
-                v_outcome.decision_id, p_decision.policy_version)
-        RETURNING request_id INTO v_outcome.request_id;
-        PERFORM pg_notify(memgov.approval_channel(p_item.org_id), v_outcome.request_id::text);
-    ELSIF v_outcome.action = 'quarantine' THEN
-        INSERT INTO memgov.quarantine
-               (org_id, operation, memory_id, payload, decision, decision_id, quarantined_by, quarantined_login)
-        VALUES (p_item.org_id, p_operation, p_item.memory_id, v_payload,
-                memgov.decision_json(p_decision), v_outcome.decision_id, p_actor, session_user)
-        RETURNING quarantine_id INTO v_outcome.quarantine_id;
-    END IF;
-
-    -- the decision as JSON is for errors, notices and remember(): a stored write needs none
-    IF v_outcome.action <> 'allow' OR current_setting('memgov.capture', true) = 'on' THEN
-        v_outcome.decision := memgov.decision_json(p_decision)
-            || jsonb_build_object('decision_id', v_outcome.decision_id,
-                                  'memory_id', p_item.memory_id,
-                                  'request_id', v_outcome.request_id,
-                                  'quarantine_id', v_outcome.quarantine_id);
-    END IF;
-    RETURN v_outcome;
 END
 $$;
 
@@ -231,7 +185,22 @@ BEGIN
 END
 $$;
 
--- Raises MG403 for a denied write: rule ids and reason codes in the message, the decision in DETAIL.
+-- Deletes the replay samples of deleted memories, where their tenant samples (a policy that
+-- stops sampling deletes its tenant's samples; the sweep prunes any left behind:
+-- memgov.prune_replay_samples). No SET clause: its callers pin search_path.
+CREATE FUNCTION memgov.drop_samples(p_org_id text, p_memory_ids uuid[])
+RETURNS void
+LANGUAGE plpgsql
+AS $$
+BEGIN
+    IF memgov.sample_rate(p_org_id) > 0 THEN
+        DELETE FROM memgov.replay_samples s WHERE s.org_id = p_org_id AND s.memory_id = ANY (p_memory_ids);
+    END IF;
+END
+$$;
+
+-- Raises MG403 for a denied write or read: rule ids and reason codes in the message, the
+-- decision in DETAIL.
 CREATE FUNCTION memgov.raise_denied(p_operation text, p_outcome memgov.write_outcome)
 RETURNS void
 LANGUAGE plpgsql
@@ -247,11 +216,206 @@ BEGIN
     RAISE EXCEPTION 'memgov: % denied by rule % [%]', p_operation, v_rules, v_reasons
         USING ERRCODE = 'MG403',
               DETAIL = p_outcome.decision::text,
-              HINT = 'the active policy refuses this write; `memgov evaluate --explain` shows why';
+              HINT = CASE WHEN p_operation IN ('search', 'get')
+                          THEN 'the active policy refuses this read; `memgov evaluate --operation ' || p_operation
+                               || ' --explain` shows why'
+                          ELSE 'the active policy refuses this write; `memgov evaluate --explain` shows why' END;
 END
 $$;
 
--- The client row trigger on memgov.long_term_memory_items (BEFORE INSERT OR UPDATE OR DELETE,
+-- The one path from a decision to its consequences, for every governed write and read: the
+-- write trigger, feedback (edit, forget), approvals (re-decided) and recall all end here.
+-- It logs the decision (memgov.log_decision), records the shadow's verdict beside it,
+-- files a held or quarantined write or read for reviewers (with a NOTIFY on the tenant's
+-- approval channel), keeps a replay sample, and announces what is not an allow: MG403 for
+-- a denial (unless p_raise is false: memgov.remember and the trigger's skip mode report it
+-- instead), a notice for a hold (MG201, a read MG203) or a quarantine (MG202, a read MG204).
+--   p_payload      what a filed request or entry keeps: the item (NULL), or what a read asked
+--   p_file         false: nothing is filed (an approval's re-decision closes its own request)
+--   p_fingerprint, p_returned, p_withheld   a read's log columns
+--   p_silent       a write the trigger stores (an allow, or any decision not enforced):
+--                  nothing to file or tell, no decision as JSON
+-- Returns the outcome: the applied action, the decision as JSON (for everything but a
+-- silent allow), the ids of what was logged and filed. (No SET clause: its callers pin
+-- search_path.)
+CREATE FUNCTION memgov.govern(
+    p_operation    text,
+    p_item         memgov.long_term_memory_items,
+    p_actor        text,
+    p_decision     memgov.decision,
+    p_shadow       memgov.shadow_verdict,
+    p_payload      jsonb DEFAULT NULL,
+    p_file         boolean DEFAULT true,
+    p_raise        boolean DEFAULT true,
+    p_fingerprint  text DEFAULT NULL,
+    p_returned     integer DEFAULT NULL,
+    p_withheld     integer DEFAULT NULL,
+    p_silent       boolean DEFAULT false)
+RETURNS memgov.write_outcome
+LANGUAGE plpgsql
+AS $$
+DECLARE
+    v_outcome   memgov.write_outcome;
+    v_read      boolean;
+BEGIN
+    v_read := p_operation IN ('search', 'get');
+    -- monitor mode (and a decision that is not enforced) lets the write through
+    v_outcome.action := CASE WHEN p_decision.enforced THEN p_decision.action ELSE 'allow' END;
+    v_outcome.policy_version := p_decision.policy_version;
+    v_outcome.decision_id := memgov.log_decision(p_operation, p_item.memory_id, p_item.org_id, p_actor, p_decision,
+                                                 p_fingerprint, p_returned, p_withheld);
+    IF p_shadow.shadow_id IS NOT NULL THEN
+        PERFORM memgov.record_shadow(p_shadow, p_operation, p_item, p_decision, v_outcome.decision_id);
+    END IF;
+
+    IF p_file AND v_outcome.action = 'require_approval' THEN
+        INSERT INTO memgov.approval_requests
+               (memory_id, org_id, operation, payload, requested_by, requested_login,
+                decision_id, policy_version)
+        VALUES (p_item.memory_id, p_item.org_id, p_operation, coalesce(p_payload, to_jsonb(p_item)), p_actor,
+                session_user, v_outcome.decision_id, p_decision.policy_version)
+        RETURNING request_id INTO v_outcome.request_id;
+        PERFORM pg_notify(memgov.approval_channel(p_item.org_id), v_outcome.request_id::text);
+    ELSIF p_file AND v_outcome.action = 'quarantine' THEN
+        INSERT INTO memgov.quarantine
+               (org_id, operation, memory_id, payload, decision, decision_id, quarantined_by, quarantined_login)
+        VALUES (p_item.org_id, p_operation, p_item.memory_id, coalesce(p_payload, to_jsonb(p_item)),
+                memgov.decision_json(p_decision), v_outcome.decision_id, p_actor, session_user)
+        RETURNING quarantine_id INTO v_outcome.quarantine_id;
+    END IF;
+
+    -- a sample of what stays in the table: stored writes and held ones (not a forget)
+    IF NOT v_read AND p_operation <> 'forget' AND v_outcome.action IN ('allow', 'require_approval')
+       AND memgov.sample_rate(p_item.org_id) > 0 AND pg_catalog.random() < memgov.sample_rate(p_item.org_id) THEN
+        PERFORM memgov.keep_sample(p_operation, p_item, p_actor, v_outcome.decision_id);
+    END IF;
+
+    IF v_outcome.action = 'allow' AND p_silent THEN
+        RETURN v_outcome;  -- a stored write: nothing to tell
+    END IF;
+    -- the decision as JSON is for errors, notices and the functions' results
+    v_outcome.decision := memgov.decision_json(p_decision)
+        || jsonb_build_object('decision_id', v_outcome.decision_id,
+                              'memory_id', p_item.memory_id,
+                              'request_id', v_outcome.request_id,
+                              'quarantine_id', v_outcome.quarantine_id);
+    CASE v_outcome.action
+    WHEN 'allow' THEN
+        NULL;
+    WHEN 'deny' THEN
+        IF p_raise THEN
+            PERFORM memgov.raise_denied(p_operation, v_outcome);
+        END IF;
+    WHEN 'require_approval' THEN
+        IF v_read THEN
+            RAISE NOTICE 'memgov: % held for approval (request %): nothing returned', p_operation, v_outcome.request_id
+                USING ERRCODE = 'MG203', DETAIL = v_outcome.decision::text;
+        ELSIF p_file THEN
+            RAISE NOTICE 'memgov: % held for approval (request %)', p_operation, v_outcome.request_id
+                USING ERRCODE = 'MG201', DETAIL = v_outcome.decision::text;
+        END IF;
+    WHEN 'quarantine' THEN
+        IF v_read THEN
+            RAISE NOTICE 'memgov: % quarantined (quarantine %): nothing returned', p_operation, v_outcome.quarantine_id
+                USING ERRCODE = 'MG204', DETAIL = v_outcome.decision::text;
+        ELSIF p_file THEN
+            RAISE NOTICE 'memgov: % quarantined (quarantine %)', p_operation, v_outcome.quarantine_id
+                USING ERRCODE = 'MG202', DETAIL = v_outcome.decision::text;
+        END IF;
+    END CASE;
+    RETURN v_outcome;
+END
+$$;
+
+-- Shared decisions of a statement ------------------------------------------------------
+--
+-- A statement that stores many rows under one decision (an INSERT ... SELECT, a COPY, an
+-- UPDATE of many rows) logs that decision once: the first row of the statement with a
+-- given decision gets its log row as a single write does, every later row of the same
+-- decision names that row in its decision_id, and when the statement ends that log row
+-- lists them all (memory_ids, memory_count; memory_id NULL). Rows held, quarantined or
+-- denied keep a log row each: they have a request or quarantine entry of their own.
+--
+-- The statement's state is the transaction-local setting memgov.batch:
+--   E'\x1c' || decision_id           the statement's first stored row's log row
+--   E'\x1e' || key || E'\x1d' || decision_id (20 digits), one per shared decision: its key
+--                                    is every column a log row takes from a decision
+-- A client can read and set the setting; the engine trusts it only while it is the value
+-- the engine last wrote: a keyed hash of it (the key: a random value of the session) is
+-- kept where no client can read or change it (the sequence memgov.batch_seal's currval),
+-- and a row shares a decision only if the setting still hashes to it. So a statement's
+-- rows name only decisions logged in that transaction with their own decision's every
+-- column. A client that sets the setting inside its own statement can, at most, leave
+-- some of that statement's memories out of their decision's memory_ids (each still names
+-- its decision): docs/security.md.
+
+-- Per session, the hash of memgov.batch as the engine last wrote it, under the session's key
+-- (memgov.session_key): a sequence's currval, which no client may read or set.
+CREATE SEQUENCE memgov.batch_seal AS bigint MINVALUE -9223372036854775808;
+COMMENT ON SEQUENCE memgov.batch_seal IS
+    'Per session (currval), the keyed hash of memgov.batch as memgov last set it: memgov''s only';
+
+-- Writes memgov.batch and seals it: its hash under the session's key (memgov.batch_sealed
+-- says the session has a seal; a client that sets it only makes its own statement fail).
+CREATE FUNCTION memgov.seal_batch(p_batch text)
+RETURNS void
+LANGUAGE plpgsql
+AS $$
+BEGIN
+    PERFORM pg_catalog.setval('memgov.batch_seal', pg_catalog.hashtextextended(p_batch, memgov.session_key()));
+    PERFORM pg_catalog.set_config('memgov.batch_sealed', 'on', false);
+    PERFORM pg_catalog.set_config('memgov.batch', p_batch, true);
+END
+$$;
+
+-- The decision_id a stored row may share with the statement's first stored row, which
+-- logged its decision on its own (the first part of memgov.batch), when that log row says
+-- the same decision; the entry for later rows is then added. NULL otherwise.
+CREATE FUNCTION memgov.first_shared(p_batch text, p_key text, p_org_id text, p_operation text, p_actor text,
+                                    p_decision memgov.decision)
+RETURNS bigint
+LANGUAGE plpgsql
+AS $$
+DECLARE
+    v_first  bigint := nullif(pg_catalog.split_part(pg_catalog.split_part(p_batch, E'\x1c', 2), E'\x1e', 1),
+                              '')::bigint;
+BEGIN
+    IF v_first IS NULL OR NOT EXISTS (
+        SELECT FROM memgov.decision_log d
+         WHERE d.org_id = p_org_id AND d.decision_id = v_first
+           AND d.xact_id = pg_catalog.txid_current() AND d.login = session_user AND d.memory_ids IS NULL
+           AND d.operation = p_operation AND d.actor = p_actor AND d.action = p_decision.action
+           AND d.enforced = p_decision.enforced AND d.mode IS NOT DISTINCT FROM p_decision.mode
+           AND d.policy_version IS NOT DISTINCT FROM p_decision.policy_version
+           AND d.risk_level IS NOT DISTINCT FROM p_decision.risk_level
+           AND d.reason_codes = p_decision.reason_codes AND d.matched_rule_ids = p_decision.matched_rule_ids) THEN
+        RETURN NULL;
+    END IF;
+    PERFORM memgov.share_decision(p_batch, p_key, v_first);
+    RETURN v_first;
+END
+$$;
+
+-- Lets the later rows of this statement with the same decision share its log row: adds the
+-- decision's entry to memgov.batch and seals it. Entries the engine did not seal are dropped
+-- first (only the first row's part is kept: memgov.first_shared checks it in the log).
+CREATE FUNCTION memgov.share_decision(p_batch text, p_key text, p_decision_id bigint)
+RETURNS void
+LANGUAGE plpgsql
+AS $$
+DECLARE
+    v_batch  text := p_batch;
+BEGIN
+    IF pg_catalog.strpos(v_batch, E'\x1e') > 0
+       AND (pg_catalog.current_setting('memgov.batch_sealed', true) IS DISTINCT FROM 'on'
+            OR pg_catalog.hashtextextended(v_batch, memgov.session_key()) <> pg_catalog.currval('memgov.batch_seal')) THEN
+        v_batch := pg_catalog.split_part(v_batch, E'\x1e', 1);
+    END IF;
+    PERFORM memgov.seal_batch(v_batch || E'\x1e' || p_key || E'\x1d' || pg_catalog.lpad(p_decision_id::text, 20, '0'));
+END
+$$;
+
+-- The client row trigger on memgov.long_term_memory_items (BEFORE INSERT OR UPDATE,
 -- WHEN current_user <> 'memgov_owner'). PL/pgSQL prepares each expression it evaluates once
 -- per transaction, and a single-row write is a transaction: the common case (a remembered
 -- memory the policy stores) takes as few statements as the checks allow.
@@ -264,16 +428,39 @@ AS $$
 DECLARE
     v_actor      text := memgov.invoker_role();  -- inlined: a SQL function without a SET clause
     v_operation  text;
-    v_item       memgov.long_term_memory_items;
     v_decision   memgov.decision;
     v_forget     memgov.decision;
-    v_action     text;
     v_outcome    memgov.write_outcome;
     v_shadow     memgov.shadow_verdict;
+    v_skip       boolean;
+    v_engine     boolean;
+    v_batch      text;
+    v_key        text;
+    v_at         integer;
+    v_id         bigint;
 BEGIN
     IF TG_TABLE_SCHEMA <> 'memgov' OR TG_TABLE_NAME <> 'long_term_memory_items' THEN
         RAISE EXCEPTION 'memgov.enforce_write() governs memgov.long_term_memory_items only'
             USING ERRCODE = '42501';
+    END IF;
+
+    -- memgov's own functions have decided already (memgov.engine_writes): the derived
+    -- columns follow the row, nothing else (also for a session acting as memgov_owner)
+    v_engine := v_actor = 'memgov_owner';
+    v_batch := current_setting('memgov.engine_write', true);
+    IF NOT v_engine AND v_batch <> '' THEN
+        v_engine := memgov.is_engine_write(v_batch);
+    END IF;
+    IF v_engine THEN
+        -- (a new text search configuration alone, from a deploy, is no change of the memory)
+        IF TG_OP = 'UPDATE' AND NEW.updated_at = OLD.updated_at AND NEW.search_config = OLD.search_config THEN
+            NEW.updated_at := pg_catalog.now();
+        ELSIF TG_OP = 'INSERT' THEN
+            NEW.search_config := memgov.search_config(NEW.org_id);
+        END IF;
+        NEW.expires_at := memgov.expiry_of(NEW.retention_policy, NEW.created_at);
+        NEW.low_confidence_since := memgov.low_confidence_since(NEW);
+        RETURN NEW;
     END IF;
 
     -- the engine's columns: whatever a client's statement said, the engine decides
@@ -303,30 +490,9 @@ BEGIN
             NEW.low_confidence_since := memgov.low_confidence_since(NEW);
         END IF;
         NEW.search_config := memgov.search_config(NEW.org_id);
-
-        v_decision := memgov.decide(NEW, 'remember', v_actor);
-        IF memgov.shadow_of(NEW.org_id) IS NOT NULL THEN
-            v_shadow := memgov.judge_shadow('remember', NEW, NULL, v_actor);
-        END IF;
-        IF (v_decision.action = 'allow' OR NOT v_decision.enforced)
-           AND current_setting('memgov.capture', true) IS DISTINCT FROM 'on' THEN
-            -- stored as written: one decision logged, nothing filed, nobody to tell
-            NEW.decision_id := memgov.log_decision('remember', NEW.memory_id, NEW.org_id, v_actor, v_decision);
-            NEW.policy_version := v_decision.policy_version;
-            IF v_shadow.shadow_id IS NOT NULL THEN
-                PERFORM memgov.record_shadow(v_shadow, 'remember', NEW, v_decision, NEW.decision_id);
-            END IF;
-            IF memgov.sample_rate(NEW.org_id) > 0 AND pg_catalog.random() < memgov.sample_rate(NEW.org_id) THEN
-                PERFORM memgov.keep_sample('remember', NEW, v_actor, NEW.decision_id);
-            END IF;
-            IF memgov.reads_governed(NEW.org_id) THEN
-                PERFORM memgov.mark_written(NEW, TG_OP);  -- its INSERT ... RETURNING reads it back
-            END IF;
-            RETURN NEW;
-        END IF;
         v_operation := 'remember';
-        v_item := NEW;
-    ELSIF TG_OP = 'UPDATE' THEN
+        v_decision := memgov.decide(NEW, v_operation, v_actor);
+    ELSE
         IF NEW.org_id IS DISTINCT FROM OLD.org_id OR NEW.memory_id IS DISTINCT FROM OLD.memory_id THEN
             RAISE EXCEPTION 'memgov: a memory''s memory_id and org_id never change'
                 USING ERRCODE = '42501',
@@ -350,8 +516,7 @@ BEGIN
         NEW.decision_id := OLD.decision_id;
         NEW.low_confidence_since := memgov.low_confidence_since(NEW);
         v_operation := 'update';
-        v_item := NEW;
-        v_decision := memgov.decide(v_item, v_operation, v_actor);
+        v_decision := memgov.decide(NEW, v_operation, v_actor);
         -- forget rules apply to an update that makes a memory expire sooner (it is partly
         -- forgotten) and to one that takes it out of a hold (a legal hold is lifted by
         -- changing the policy, never by changing the memory); and an update claims the stored
@@ -362,39 +527,64 @@ BEGIN
            OR (v_forget.reason_codes = ARRAY['SOURCE_NOT_PERMITTED'] AND cardinality(v_forget.matched_rule_ids) = 0) THEN
             v_decision := memgov.stricter(v_decision, v_forget);
         END IF;
-        IF memgov.shadow_of(NEW.org_id) IS NOT NULL THEN
-            v_shadow := memgov.judge_shadow(v_operation, NEW, OLD, v_actor);
-        END IF;
-    ELSE
-        IF OLD.status = 'pending_approval' THEN
-            RAISE EXCEPTION 'memgov: memory % is pending approval and cannot be forgotten', OLD.memory_id
-                USING ERRCODE = 'MG409',
-                      HINT = 'a reviewer denies it instead (memgov.deny / memgov.reject)';
-        END IF;
-        v_operation := 'forget';
-        v_item := OLD;
-        v_decision := memgov.decide(v_item, v_operation, v_actor);
-        IF memgov.shadow_of(OLD.org_id) IS NOT NULL THEN
-            v_shadow := memgov.judge_shadow(v_operation, OLD, NULL, v_actor);
-        END IF;
+    END IF;
+    IF memgov.shadow_of(NEW.org_id) IS NOT NULL THEN
+        v_shadow := memgov.judge_shadow(v_operation, NEW, CASE WHEN TG_OP = 'UPDATE' THEN OLD END, v_actor);
     END IF;
 
-    v_action := CASE WHEN v_decision.enforced THEN v_decision.action ELSE 'allow' END;
-    IF TG_OP = 'INSERT' AND (v_action = 'quarantine'
-                             OR (v_action = 'deny' AND current_setting('memgov.on_deny', true) = 'skip')) THEN
+    -- stored as written, outside memgov.remember(): nothing filed, nobody to tell, and
+    -- logged once per distinct decision of the statement. The statement's first stored row
+    -- logs its decision as a single write does; a later row shares a log row of the same
+    -- decision (memgov.batch) unless a shadow records beside it (its shadow decision names
+    -- a log row of its own).
+    IF (v_decision.action = 'allow' OR NOT v_decision.enforced)
+       AND current_setting('memgov.capture', true) IS DISTINCT FROM 'on' THEN
+        v_batch := current_setting('memgov.batch', true);
+        IF v_batch <> '' AND v_shadow.shadow_id IS NULL
+           AND starts_with(v_batch, statement_timestamp()::text || E'\x1c') THEN
+            v_key := concat_ws(E'\x1f', v_operation, NEW.org_id, v_actor, v_decision.action, v_decision.enforced,
+                               v_decision.policy_version, v_decision.mode, v_decision.risk_level,
+                               array_to_string(v_decision.reason_codes, E'\x1f', ''),
+                               array_to_string(v_decision.matched_rule_ids, E'\x1f', ''));
+            v_at := strpos(v_batch, E'\x1e' || v_key || E'\x1d');
+            IF v_at = 0 THEN
+                v_id := memgov.first_shared(v_batch, v_key, NEW.org_id, v_operation, v_actor, v_decision);
+            ELSIF hashtextextended(v_batch, currval('memgov.session_key')) = currval('memgov.batch_seal') THEN
+                v_id := substr(v_batch, v_at + length(v_key) + 2, 20)::bigint;
+            END IF;
+        END IF;
+        IF v_id IS NOT NULL THEN
+            IF memgov.sample_rate(NEW.org_id) > 0 AND pg_catalog.random() < memgov.sample_rate(NEW.org_id) THEN
+                PERFORM memgov.keep_sample(v_operation, NEW, v_actor, v_id);
+            END IF;
+        ELSIF v_shadow.shadow_id IS NULL AND memgov.sample_rate(NEW.org_id) = 0 THEN
+            -- its log row is a stored write's one consequence (memgov.govern is the path of
+            -- every other: a shadow's verdict beside it, a replay sample)
+            v_id := memgov.log_decision(v_operation, NEW.memory_id, NEW.org_id, v_actor, v_decision);
+            IF v_key IS NULL THEN  -- the statement's first stored row
+                v_key := set_config('memgov.batch', statement_timestamp()::text || E'\x1c' || v_id, true);
+            ELSE
+                PERFORM memgov.share_decision(v_batch, v_key, v_id);
+            END IF;
+        ELSE
+            v_id := (memgov.govern(v_operation, NEW, v_actor, v_decision, v_shadow, p_silent => true)).decision_id;
+        END IF;
+        NEW.decision_id := v_id;
+        NEW.policy_version := v_decision.policy_version;
+        IF memgov.reads_governed(NEW.org_id) THEN
+            -- its INSERT ... RETURNING reads it back (memgov.written_here)
+            v_key := set_config('memgov.written', memgov.row_token(NEW, CASE WHEN current_setting('memgov.session_keyed', true) = 'on' THEN currval('memgov.session_key') ELSE memgov.session_key() END), true);
+        END IF;
+        RETURN NEW;
+    END IF;
+
+    IF TG_OP = 'INSERT' AND (v_decision.action = 'quarantine'
+                             OR (v_decision.action = 'deny' AND current_setting('memgov.on_deny', true) = 'skip')) THEN
         -- the row will not reach row level security: check the session's tenant binding here
         PERFORM memgov.check_tenant(NEW.org_id);
     END IF;
-
-    v_outcome := memgov.record_write(v_operation, v_item, v_actor, v_decision);
-    IF v_shadow.shadow_id IS NOT NULL THEN
-        PERFORM memgov.record_shadow(v_shadow, v_operation, v_item, v_decision, v_outcome.decision_id);
-    END IF;
-    -- a sample of what stays in the table: stored writes, held INSERTs (not a forget)
-    IF TG_OP <> 'DELETE' AND v_outcome.action IN ('allow', 'require_approval')
-       AND memgov.sample_rate(v_item.org_id) > 0 AND pg_catalog.random() < memgov.sample_rate(v_item.org_id) THEN
-        PERFORM memgov.keep_sample(v_operation, v_item, v_actor, v_outcome.decision_id);
-    END IF;
+    v_skip := coalesce(current_setting('memgov.on_deny', true) = 'skip', false);
+    v_outcome := memgov.govern(v_operation, NEW, v_actor, v_decision, v_shadow, p_raise => NOT v_skip);
     IF current_setting('memgov.capture', true) = 'on' THEN
         -- memgov.remember() reads the outcome of the row it inserted
         PERFORM set_config('memgov.last_outcome', v_outcome.decision::text, true);
@@ -402,92 +592,143 @@ BEGIN
 
     CASE v_outcome.action
     WHEN 'allow' THEN
-        IF TG_OP = 'DELETE' THEN
-            RETURN OLD;
-        END IF;
         NEW.policy_version := v_outcome.policy_version;
         NEW.decision_id := v_outcome.decision_id;
         IF memgov.reads_governed(NEW.org_id) THEN
-            PERFORM memgov.mark_written(NEW, TG_OP);
+            v_key := set_config('memgov.written', memgov.row_token(NEW, CASE WHEN current_setting('memgov.session_keyed', true) = 'on' THEN currval('memgov.session_key') ELSE memgov.session_key() END), true);
         END IF;
         RETURN NEW;
-    WHEN 'deny' THEN
-        IF current_setting('memgov.on_deny', true) = 'skip' THEN
-            RETURN NULL;  -- memgov.remember(): report the denial instead of raising
-        END IF;
-        PERFORM memgov.raise_denied(v_operation, v_outcome);
-        RETURN NULL;
     WHEN 'require_approval' THEN
-        RAISE NOTICE 'memgov: % held for approval (request %)', v_operation, v_outcome.request_id
-            USING ERRCODE = 'MG201', DETAIL = v_outcome.decision::text;
         IF TG_OP = 'INSERT' THEN
             NEW.status := 'pending_approval';
             NEW.policy_version := v_outcome.policy_version;
             NEW.decision_id := v_outcome.decision_id;
             -- only reviewers read pending memories: this one its writer's RETURNING too
-            PERFORM memgov.mark_written(NEW, TG_OP);
+            v_key := set_config('memgov.written', memgov.row_token(NEW, CASE WHEN current_setting('memgov.session_keyed', true) = 'on' THEN currval('memgov.session_key') ELSE memgov.session_key() END), true);
             RETURN NEW;
         END IF;
         RETURN NULL;  -- the change waits in memgov.approval_requests; the row is untouched
-    WHEN 'quarantine' THEN
-        RAISE NOTICE 'memgov: % quarantined (quarantine %)', v_operation, v_outcome.quarantine_id
-            USING ERRCODE = 'MG202', DETAIL = v_outcome.decision::text;
-        RETURN NULL;
+    ELSE
+        RETURN NULL;  -- quarantined: its payload waits in memgov.quarantine; denied in skip mode
     END CASE;
 END
 $$;
 
--- The engine's row trigger (BEFORE INSERT OR UPDATE, WHEN current_user = 'memgov_owner'):
--- memgov's functions have decided already; the derived columns follow the row.
-CREATE FUNCTION memgov.engine_columns()
+-- At the end of an INSERT or UPDATE (AFTER ... FOR EACH STATEMENT, with the rows it wrote):
+-- memgov.batch is emptied, and when rows of the statement shared decisions (it holds
+-- entries), memgov.list_shared gives each shared decision its memories. It runs as the
+-- statement's role and reads only the statement's own rows: what it hands on is checked
+-- where it is written.
+CREATE FUNCTION memgov.flush_batch()
 RETURNS trigger
 LANGUAGE plpgsql
-SET search_path = pg_catalog, pg_temp
 AS $$
+DECLARE
+    v_batch  text := pg_catalog.current_setting('memgov.batch', true);
 BEGIN
-    -- (a new text search configuration alone, from a deploy, is no change of the memory)
-    IF TG_OP = 'UPDATE' AND NEW.updated_at = OLD.updated_at AND NEW.search_config = OLD.search_config THEN
-        NEW.updated_at := now();
+    -- (every name and operator qualified, and no SET clause, which would cost each statement
+    -- 12k instructions: this runs as the statement's role, with its rights and search_path;
+    -- strpos of NULL is NULL, and NULL is not > 0)
+    IF pg_catalog.strpos(v_batch, E'\x1e') OPERATOR(pg_catalog.>) 0 THEN
+        PERFORM pg_catalog.set_config('memgov.batch', '', true);
+        PERFORM memgov.list_shared(ARRAY(
+            SELECT ROW(w.org_id, w.decision_id, pg_catalog.array_agg(w.memory_id ORDER BY w.memory_id))::memgov.shared_decision
+              FROM written w
+             WHERE w.status OPERATOR(pg_catalog.=) 'active'
+             GROUP BY w.org_id, w.decision_id
+            HAVING pg_catalog.count(*) OPERATOR(pg_catalog.>) 1));
     END IF;
-    IF TG_OP = 'INSERT' THEN
-        NEW.search_config := memgov.search_config(NEW.org_id);
-    END IF;
-    NEW.expires_at := memgov.expiry_of(NEW.retention_policy, NEW.created_at);
-    NEW.low_confidence_since := memgov.low_confidence_since(NEW);
-    RETURN NEW;
-END
-$$;
-
-CREATE TRIGGER enforce_write
-    BEFORE INSERT OR UPDATE OR DELETE ON memgov.long_term_memory_items
-    FOR EACH ROW WHEN (current_user <> 'memgov_owner'::name)
-    EXECUTE FUNCTION memgov.enforce_write();
-CREATE TRIGGER engine_columns
-    BEFORE INSERT OR UPDATE ON memgov.long_term_memory_items
-    FOR EACH ROW WHEN (current_user = 'memgov_owner'::name)
-    EXECUTE FUNCTION memgov.engine_columns();
--- session_replication_role = replica does not switch them off
-ALTER TABLE memgov.long_term_memory_items ENABLE ALWAYS TRIGGER enforce_write;
-ALTER TABLE memgov.long_term_memory_items ENABLE ALWAYS TRIGGER engine_columns;
-
--- Deletes a deleted memory's replay samples (AFTER DELETE, only for a tenant that samples).
-CREATE FUNCTION memgov.forget_samples()
-RETURNS trigger
-LANGUAGE plpgsql
-SECURITY DEFINER
-SET search_path = pg_catalog, pg_temp
-AS $$
-BEGIN
-    DELETE FROM memgov.replay_samples s WHERE s.memory_id = OLD.memory_id AND s.org_id = OLD.org_id;
     RETURN NULL;
 END
 $$;
 
-CREATE TRIGGER forget_samples
-    AFTER DELETE ON memgov.long_term_memory_items
-    FOR EACH ROW WHEN (memgov.sample_rate(OLD.org_id) > 0)
-    EXECUTE FUNCTION memgov.forget_samples();
-ALTER TABLE memgov.long_term_memory_items ENABLE ALWAYS TRIGGER forget_samples;
+-- A decision that several rows of one statement share: their tenant, its log row, their ids.
+CREATE TYPE memgov.shared_decision AS (org_id text, decision_id bigint, memory_ids uuid[]);
+
+-- Gives each decision that rows of a statement share its memories on its log row:
+-- memory_ids (those it listed before, or the memory it was logged with, and these),
+-- memory_count; memory_id NULL. Only what is true is written: the log row must be this
+-- transaction's and login's, and every memory must be stored under that decision (its
+-- decision_id, an engine column); else 0A000 (a statement on the table run from inside
+-- another one's functions shares what it cannot list). The statement's entries end here
+-- (memgov.batch_seal). A group of one row logged on its own needs nothing.
+CREATE FUNCTION memgov.list_shared(p_shared memgov.shared_decision[])
+RETURNS void
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_group   memgov.shared_decision;
+    v_own     uuid;
+    v_listed  uuid[];
+    v_all     uuid[];
+BEGIN
+    IF current_setting('memgov.session_keyed', true) = 'on' THEN
+        PERFORM setval('memgov.batch_seal', 0);  -- no entry of the statement is trusted again
+    END IF;
+    FOREACH v_group IN ARRAY coalesce(p_shared, '{}') LOOP
+        SELECT d.memory_id, d.memory_ids INTO v_own, v_listed
+          FROM memgov.decision_log d
+         WHERE d.org_id = v_group.org_id AND d.decision_id = v_group.decision_id
+           AND d.xact_id = txid_current() AND d.login = session_user;
+        IF NOT FOUND OR (SELECT count(*) FROM memgov.long_term_memory_items m
+                          WHERE m.org_id = v_group.org_id AND m.memory_id = ANY (v_group.memory_ids)
+                            AND m.decision_id = v_group.decision_id) <> cardinality(v_group.memory_ids) THEN
+            RAISE EXCEPTION 'memgov: decision % was not logged with the rows that name it', v_group.decision_id
+                USING ERRCODE = '0A000',
+                      HINT = 'write memgov.long_term_memory_items in separate statements, not from inside another one';
+        END IF;
+        CONTINUE WHEN v_listed IS NULL AND v_group.memory_ids = ARRAY[v_own];
+        v_all := ARRAY(SELECT DISTINCT i FROM unnest(coalesce(v_listed, ARRAY[v_own]) || v_group.memory_ids) AS i
+                        WHERE i IS NOT NULL ORDER BY i);
+        UPDATE memgov.decision_log d
+           SET memory_id = NULL, memory_ids = v_all, memory_count = cardinality(v_all)
+         WHERE d.org_id = v_group.org_id AND d.decision_id = v_group.decision_id;
+    END LOOP;
+END
+$$;
+
+-- (No WHEN clause: PostgreSQL prepares a trigger's WHEN anew for every statement, 25k
+-- instructions of a single-row write; the function tells the engine's writes apart itself.)
+CREATE TRIGGER enforce_write
+    BEFORE INSERT OR UPDATE ON memgov.long_term_memory_items
+    FOR EACH ROW EXECUTE FUNCTION memgov.enforce_write();
+CREATE TRIGGER flush_inserted
+    AFTER INSERT ON memgov.long_term_memory_items
+    REFERENCING NEW TABLE AS written
+    FOR EACH STATEMENT EXECUTE FUNCTION memgov.flush_batch();
+CREATE TRIGGER flush_updated
+    AFTER UPDATE ON memgov.long_term_memory_items
+    REFERENCING NEW TABLE AS written
+    FOR EACH STATEMENT EXECUTE FUNCTION memgov.flush_batch();
+-- session_replication_role = replica does not switch them off
+ALTER TABLE memgov.long_term_memory_items ENABLE ALWAYS TRIGGER enforce_write;
+ALTER TABLE memgov.long_term_memory_items ENABLE ALWAYS TRIGGER flush_inserted;
+ALTER TABLE memgov.long_term_memory_items ENABLE ALWAYS TRIGGER flush_updated;
+
+-- Refuses a DELETE to every role but memgov's own functions: a memory is forgotten through
+-- memgov.forget(memory_id) or memgov.forget_where(filter), which decide each one. A
+-- statement-level check: nothing runs per row (the sweep deletes without a row trigger).
+CREATE FUNCTION memgov.refuse_delete()
+RETURNS trigger
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF current_user <> 'memgov_owner' THEN
+        RAISE EXCEPTION 'memgov: DELETE on % is refused: forgetting is decided memory by memory', TG_TABLE_NAME
+            USING ERRCODE = 'MG403',
+                  HINT = 'forget with memgov.forget(memory_id) or memgov.forget_where(filter)';
+    END IF;
+    RETURN NULL;
+END
+$$;
+
+CREATE TRIGGER refuse_delete
+    BEFORE DELETE ON memgov.long_term_memory_items
+    FOR EACH STATEMENT EXECUTE FUNCTION memgov.refuse_delete();
+ALTER TABLE memgov.long_term_memory_items ENABLE ALWAYS TRIGGER refuse_delete;
 
 -- Refuses TRUNCATE to everyone but memgov_admin (and superusers): it would bypass every row decision.
 CREATE FUNCTION memgov.refuse_truncate()
@@ -573,6 +814,8 @@ $$;
 -- (sql/050_feedback.sql); reviewers listen for requests. Nothing else here is a client's.
 REVOKE EXECUTE ON FUNCTION memgov.remember(jsonb) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION memgov.remember(jsonb) TO memgov_writer, memgov_admin;
+-- the end of a statement that shared decisions hands their memories on as its own role
+GRANT EXECUTE ON FUNCTION memgov.list_shared(memgov.shared_decision[]) TO memgov_writer, memgov_admin;
 -- remember() runs with its caller's rights and builds its row with item_from_json()
 GRANT EXECUTE ON FUNCTION memgov.item_from_json(jsonb) TO memgov_writer, memgov_admin;
 GRANT EXECUTE ON FUNCTION memgov.approval_channel() TO memgov_reviewer, memgov_admin;

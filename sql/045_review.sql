@@ -7,7 +7,7 @@
 -- that made the write); what is approved or released is decided again by the active
 -- policy first, and a policy that now refuses it wins over the reviewer. Every call
 -- reaches only the caller's tenant: another tenant's ids answer MG404, like missing ones.
--- The writes applied here pass the engine's row trigger (engine_columns, sql/040_enforce.sql).
+-- The writes applied here are memgov's own (memgov.engine_writes, sql/040_enforce.sql).
 --
 -- SQLSTATEs: MG404 no such request or entry in the tenant, MG409 already decided or
 -- changed since, MG403 the active policy now denies a release, 42501 one's own write.
@@ -75,6 +75,7 @@ BEGIN
         DELETE FROM memgov.long_term_memory_items
          WHERE memory_id = p_request.memory_id AND org_id = p_request.org_id
            AND status = 'pending_approval';
+        PERFORM memgov.drop_samples(p_request.org_id, ARRAY[p_request.memory_id]);
     END IF;
 END
 $$;
@@ -120,6 +121,7 @@ LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
+    PERFORM memgov.engine_writes();  -- decided already: the write trigger keeps the derived columns
     CASE p_operation
     WHEN 'remember' THEN
         IF p_pending THEN
@@ -157,7 +159,9 @@ BEGIN
     WHEN 'forget' THEN
         DELETE FROM memgov.long_term_memory_items AS m
          WHERE m.memory_id = p_item.memory_id AND m.org_id = p_item.org_id;
+        PERFORM memgov.drop_samples(p_item.org_id, ARRAY[p_item.memory_id]);
     END CASE;
+    PERFORM memgov.engine_writes_done();
 END
 $$;
 
@@ -177,7 +181,6 @@ DECLARE
                     jsonb_populate_record(NULL::memgov.long_term_memory_items, p_request.payload);
     v_row       memgov.long_term_memory_items;
     v_decision  memgov.decision;
-    v_shadow    memgov.shadow_verdict;
     v_id        bigint;
     v_status    text;
 BEGIN
@@ -199,10 +202,11 @@ BEGIN
         END IF;
     END IF;
 
+    -- decided for the role that asked, logged as the reviewer's; nothing new is filed
     v_decision := memgov.decide(v_item, p_request.operation, p_request.requested_by);
-    v_shadow := memgov.judge_shadow(p_request.operation, v_item, NULL, p_request.requested_by);
-    v_id := memgov.log_decision(p_request.operation, v_item.memory_id, v_item.org_id, v_actor, v_decision);
-    PERFORM memgov.record_shadow(v_shadow, p_request.operation, v_item, v_decision, v_id);
+    v_id := (memgov.govern(p_request.operation, v_item, v_actor, v_decision,
+                           memgov.judge_shadow(p_request.operation, v_item, NULL, p_request.requested_by),
+                           p_file => false, p_raise => false)).decision_id;
 
     IF v_decision.enforced AND v_decision.action IN ('deny', 'quarantine') THEN
         v_status := 'denied';

@@ -97,37 +97,19 @@ BEGIN
 END
 $$;
 
--- Decides a write memgov applies on its caller's behalf (edit, forget), logs it, files
--- what it calls for, and raises MG403 for a denial. Returns the outcome with its decision.
+-- Decides a write memgov applies on its caller's behalf (edit, forget) and hands the
+-- decision to memgov.govern (logged, filed, announced; MG403 for a denial). Returns the
+-- outcome with its decision.
 CREATE FUNCTION memgov.govern_feedback_write(p_operation text, p_item memgov.long_term_memory_items)
 RETURNS memgov.write_outcome
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    v_capture   text := current_setting('memgov.capture', true);
-    v_actor     text := memgov.invoker_role();
-    v_decision  memgov.decision := memgov.decide(p_item, p_operation, v_actor);
-    v_shadow    memgov.shadow_verdict := memgov.judge_shadow(p_operation, p_item, NULL, v_actor);
-    v_outcome   memgov.write_outcome;
+    v_actor  text := memgov.invoker_role();
 BEGIN
-    PERFORM set_config('memgov.capture', 'on', true);
-    v_outcome := memgov.record_write(p_operation, p_item, v_actor, v_decision);
-    PERFORM set_config('memgov.capture', coalesce(v_capture, ''), true);
-    PERFORM memgov.record_shadow(v_shadow, p_operation, p_item, v_decision, v_outcome.decision_id);
-    CASE v_outcome.action
-    WHEN 'deny' THEN
-        PERFORM memgov.raise_denied(p_operation, v_outcome);
-    WHEN 'require_approval' THEN
-        RAISE NOTICE 'memgov: % held for approval (request %)', p_operation, v_outcome.request_id
-            USING ERRCODE = 'MG201', DETAIL = v_outcome.decision::text;
-    WHEN 'quarantine' THEN
-        RAISE NOTICE 'memgov: % quarantined (quarantine %)', p_operation, v_outcome.quarantine_id
-            USING ERRCODE = 'MG202', DETAIL = v_outcome.decision::text;
-    ELSE
-        NULL;
-    END CASE;
-    RETURN v_outcome;
+    RETURN memgov.govern(p_operation, p_item, v_actor, memgov.decide(p_item, p_operation, v_actor),
+                         memgov.judge_shadow(p_operation, p_item, NULL, v_actor));
 END
 $$;
 
@@ -154,9 +136,11 @@ BEGIN
     END IF;
     v_after := least(1, greatest(0, v_item.confidence
                    + memgov.feedback_setting(v_item.org_id, 'confirm_delta')));
+    PERFORM memgov.engine_writes();
     UPDATE memgov.long_term_memory_items AS m
        SET confidence = v_after, last_confirmed_at = now()
      WHERE m.memory_id = v_item.memory_id AND m.org_id = v_item.org_id;
+    PERFORM memgov.engine_writes_done();
     RETURN memgov.record_feedback(v_item, 'confirm', v_after,
         CASE WHEN v_item.status = 'pending_approval' THEN 'approved' ELSE 'confirmed' END);
 END
@@ -185,12 +169,15 @@ BEGIN
        AND NOT memgov.retention_held(v_item) THEN
         DELETE FROM memgov.long_term_memory_items AS m
          WHERE m.memory_id = v_item.memory_id AND m.org_id = v_item.org_id;
+        PERFORM memgov.drop_samples(v_item.org_id, ARRAY[v_item.memory_id]);
         PERFORM memgov.log_deletion(v_item, 'rejected', NULL);
         RETURN memgov.record_feedback(v_item, 'reject', v_after, 'deleted');
     END IF;
+    PERFORM memgov.engine_writes();
     UPDATE memgov.long_term_memory_items AS m
        SET confidence = v_after
      WHERE m.memory_id = v_item.memory_id AND m.org_id = v_item.org_id;
+    PERFORM memgov.engine_writes_done();
     RETURN memgov.record_feedback(v_item, 'reject', v_after, 'lowered');
 END
 $$;
@@ -221,10 +208,12 @@ BEGIN
     v_new.updated_at := now();
     v_outcome := memgov.govern_feedback_write('update', v_new);
     IF v_outcome.action = 'allow' THEN
+        PERFORM memgov.engine_writes();
         UPDATE memgov.long_term_memory_items AS m
            SET fact_text = new_text, confidence = v_after,
                policy_version = v_outcome.policy_version, decision_id = v_outcome.decision_id
          WHERE m.memory_id = v_item.memory_id AND m.org_id = v_item.org_id;
+        PERFORM memgov.engine_writes_done();
     END IF;
     RETURN v_outcome.decision || memgov.record_feedback(v_item, 'edit',
         CASE WHEN v_outcome.action = 'allow' THEN v_after ELSE v_item.confidence END,
@@ -248,6 +237,7 @@ BEGIN
     IF v_outcome.action = 'allow' THEN
         DELETE FROM memgov.long_term_memory_items AS m
          WHERE m.memory_id = v_item.memory_id AND m.org_id = v_item.org_id;
+        PERFORM memgov.drop_samples(v_item.org_id, ARRAY[v_item.memory_id]);
     END IF;
     PERFORM memgov.record_feedback(v_item, 'forget', NULL, v_outcome.action);
     RETURN v_outcome.decision;

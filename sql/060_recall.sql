@@ -187,37 +187,6 @@ BEGIN
 END
 $$;
 
--- Logs one decision about a read of p_item (a get's memory, a search's memgov.search_item),
--- and a shadow's verdict on it (memgov.judge_shadow); returns its decision_id. (No SET
--- clause: its callers pin search_path.)
-CREATE FUNCTION memgov.log_read(
-    p_operation    text,
-    p_item         memgov.long_term_memory_items,
-    p_actor        text,
-    p_decision     memgov.decision,
-    p_shadow       memgov.shadow_verdict,
-    p_fingerprint  text,
-    p_returned     integer,
-    p_withheld     integer)
-RETURNS bigint
-LANGUAGE plpgsql
-AS $$
-DECLARE
-    v_id  bigint;
-BEGIN
-    INSERT INTO memgov.decision_log
-           (operation, memory_id, org_id, action, reason_codes, matched_rule_ids, policy_version, mode,
-            enforced, actor, login, risk_score, risk_level, query_fingerprint, returned, withheld)
-    VALUES (p_operation, p_item.memory_id, p_item.org_id, p_decision.action, p_decision.reason_codes,
-            p_decision.matched_rule_ids, p_decision.policy_version, p_decision.mode, p_decision.enforced,
-            p_actor, session_user, pg_catalog.round(p_decision.risk_score, 3), p_decision.risk_level,
-            p_fingerprint, p_returned, p_withheld)
-    RETURNING decision_id INTO v_id;
-    PERFORM memgov.record_shadow(p_shadow, p_operation, p_item, p_decision, v_id);
-    RETURN v_id;
-END
-$$;
-
 -- A query's fingerprint in the log: sha256 of the database's secret and the normalised
 -- query, so that equal queries share it and nobody outside the database can test a guess.
 CREATE FUNCTION memgov.query_fingerprint(p_query jsonb)
@@ -226,62 +195,6 @@ LANGUAGE sql STABLE
 AS $$
     SELECT pg_catalog.encode(pg_catalog.sha256(pg_catalog.convert_to(s.secret || ':' || p_query::text, 'UTF8')), 'hex')
       FROM memgov.channel_secret s
-$$;
-
--- Answers a read the policy refused: MG403 for a deny; a held or quarantined read is filed
--- (approval_requests, quarantine) with what was asked and announced by a notice (MG203,
--- MG204). Returns the decision as JSON, with decision_id and request_id / quarantine_id.
--- (No SET clause: its callers pin search_path.)
-CREATE FUNCTION memgov.refuse_read(
-    p_operation    text,
-    p_org_id       text,
-    p_memory_id    uuid,
-    p_asked        jsonb,
-    p_actor        text,
-    p_decision     memgov.decision,
-    p_decision_id  bigint)
-RETURNS jsonb
-LANGUAGE plpgsql
-AS $$
-DECLARE
-    v_request_id     uuid;
-    v_quarantine_id  uuid;
-    v_detail         jsonb;
-BEGIN
-    IF p_decision.action = 'require_approval' THEN
-        INSERT INTO memgov.approval_requests
-               (memory_id, org_id, operation, payload, requested_by, requested_login, decision_id, policy_version)
-        VALUES (p_memory_id, p_org_id, p_operation, p_asked, p_actor, session_user, p_decision_id,
-                p_decision.policy_version)
-        RETURNING request_id INTO v_request_id;
-        PERFORM pg_notify(memgov.approval_channel(p_org_id), v_request_id::text);
-    ELSIF p_decision.action = 'quarantine' THEN
-        INSERT INTO memgov.quarantine
-               (org_id, operation, memory_id, payload, decision, decision_id, quarantined_by, quarantined_login)
-        VALUES (p_org_id, p_operation, p_memory_id, p_asked, memgov.decision_json(p_decision), p_decision_id,
-                p_actor, session_user)
-        RETURNING quarantine_id INTO v_quarantine_id;
-    END IF;
-    v_detail := memgov.decision_json(p_decision)
-        || jsonb_build_object('decision_id', p_decision_id, 'memory_id', p_memory_id,
-                              'request_id', v_request_id, 'quarantine_id', v_quarantine_id);
-    CASE p_decision.action
-    WHEN 'deny' THEN
-        RAISE EXCEPTION 'memgov: % denied by rule % [%]', p_operation,
-                        coalesce(nullif(array_to_string(p_decision.matched_rule_ids, ', '), ''), '(no rule: on_policy_miss)'),
-                        array_to_string(p_decision.reason_codes, ', ')
-            USING ERRCODE = 'MG403', DETAIL = v_detail::text,
-                  HINT = 'the active policy refuses this read; `memgov evaluate --operation ' || p_operation
-                         || ' --explain` shows why';
-    WHEN 'require_approval' THEN
-        RAISE NOTICE 'memgov: % held for approval (request %): nothing returned', p_operation, v_request_id
-            USING ERRCODE = 'MG203', DETAIL = v_detail::text;
-    ELSE
-        RAISE NOTICE 'memgov: % quarantined (quarantine %): nothing returned', p_operation, v_quarantine_id
-            USING ERRCODE = 'MG204', DETAIL = v_detail::text;
-    END CASE;
-    RETURN v_detail;
-END
 $$;
 
 -- What the last recall of this transaction did, for clients that cannot read the log:
@@ -333,10 +246,11 @@ BEGIN
     v_decision := memgov.read_decision(v_asked, 'search', v_actor);
     v_shadow := memgov.judge_shadow('search', v_asked, NULL, v_actor);
     IF v_decision.enforced AND v_decision.action <> 'allow' THEN
-        v_id := memgov.log_read('search', v_asked, v_actor, v_decision, v_shadow, memgov.query_fingerprint(v_query),
-                                0, 0);
-        v_outcome := memgov.refuse_read('search', v_org_id, NULL, jsonb_build_object('query', v_query),
-                                        v_actor, v_decision, v_id);
+        -- logged, filed and announced (MG403 raises; a hold or quarantine returns nothing)
+        v_outcome := (memgov.govern('search', v_asked, v_actor, v_decision, v_shadow,
+                                    p_payload => jsonb_build_object('query', v_query),
+                                    p_fingerprint => memgov.query_fingerprint(v_query),
+                                    p_returned => 0, p_withheld => 0)).decision;
         PERFORM memgov.note_recall(v_outcome || jsonb_build_object('returned', 0, 'withheld', 0));
         RETURN;
     END IF;
@@ -407,8 +321,9 @@ BEGIN
         v_batch := v_batch * 2;  -- the rows past a withheld stretch, in ever larger batches
     END LOOP;
 
-    v_id := memgov.log_read('search', v_asked, v_actor, v_decision, v_shadow, memgov.query_fingerprint(v_query),
-                            v_returned, v_withheld);
+    v_id := (memgov.govern('search', v_asked, v_actor, v_decision, v_shadow,
+                           p_fingerprint => memgov.query_fingerprint(v_query),
+                           p_returned => v_returned, p_withheld => v_withheld)).decision_id;
     -- how many candidates were withheld tells of rows the caller may not read (a search for
     -- a word, or a min_confidence, per probe): only a role that reads the log is told, and
     -- everyone where reads are not governed (nothing is withheld: the count is always 0)
@@ -435,7 +350,6 @@ DECLARE
     v_decision  memgov.decision;
     v_shadow    memgov.shadow_verdict;
     v_allowed   boolean;
-    v_id        bigint;
     v_outcome   jsonb;
 BEGIN
     SELECT * INTO v_item FROM memgov.long_term_memory_items m
@@ -448,18 +362,17 @@ BEGIN
     v_decision := memgov.read_decision(v_item, 'get', v_actor);
     v_shadow := memgov.judge_shadow('get', v_item, NULL, v_actor);
     v_allowed := NOT v_decision.enforced OR v_decision.action = 'allow';
-    v_id := memgov.log_read('get', v_item, v_actor, v_decision, v_shadow, NULL,
-                            CASE WHEN v_allowed THEN 1 ELSE 0 END,
-                            CASE WHEN v_decision.action = 'allow' THEN 0 ELSE 1 END);
+    -- logged; a refusal also filed and announced (MG403 raises)
+    v_outcome := (memgov.govern('get', v_item, v_actor, v_decision, v_shadow,
+                                p_payload => jsonb_build_object('memory_id', v_item.memory_id),
+                                p_returned => CASE WHEN v_allowed THEN 1 ELSE 0 END,
+                                p_withheld => CASE WHEN v_decision.action = 'allow' THEN 0 ELSE 1 END)).decision;
     IF NOT v_allowed THEN
-        v_outcome := memgov.refuse_read('get', v_org_id, v_item.memory_id,
-                                        jsonb_build_object('memory_id', v_item.memory_id), v_actor, v_decision, v_id);
         PERFORM memgov.note_recall(v_outcome || jsonb_build_object('returned', 0, 'withheld', 1));
         RETURN;
     END IF;
-    PERFORM memgov.note_recall(memgov.decision_json(v_decision)
-        || jsonb_build_object('decision_id', v_id, 'memory_id', v_item.memory_id, 'returned', 1,
-                              'withheld', CASE WHEN v_decision.action = 'allow' THEN 0 ELSE 1 END));
+    PERFORM memgov.note_recall(v_outcome
+        || jsonb_build_object('returned', 1, 'withheld', CASE WHEN v_decision.action = 'allow' THEN 0 ELSE 1 END));
     RETURN NEXT memgov.recalled_of(v_item, NULL);
 END
 $$;
@@ -468,40 +381,22 @@ $$;
 
 -- The mark the write trigger leaves on a row that its writer may not read back (a pending
 -- memory, or one the tenant's get rules withhold), so that the INSERT or UPDATE ...
--- RETURNING of that very row still sees it: a digest of the database's secret, the
--- transaction, and the row version as the trigger let it through (tenant, memory_id,
--- updated_at, fact_text), in a transaction-local setting. A client can set the setting,
--- never compute a valid value. The mark opens that row version only: a row another
--- session commits under the same memory_id later (after an INSERT ... ON CONFLICT DO
--- NOTHING that lost, or one rolled back to a savepoint) has another updated_at and text.
--- (No SET clause: the write trigger calls it under its pinned search_path.)
-CREATE FUNCTION memgov.row_token(p_item memgov.long_term_memory_items)
+-- RETURNING of that very row still sees it: a hash, under the session's secret
+-- (memgov.session_key), of the row version as the trigger let it through (tenant,
+-- memory_id, and the decision_id that only this write's decision has), in a
+-- transaction-local setting. A client can set the setting, never compute a valid value.
+-- The mark opens that row version only: a row another session commits under the same
+-- memory_id (an upsert that lost, a write rolled back to a savepoint) names another
+-- decision, and so does the existing row an INSERT ... ON CONFLICT DO UPDATE would change.
+-- (No SET clause: its callers pin search_path.)
+CREATE FUNCTION memgov.row_token(p_item memgov.long_term_memory_items, p_key bigint)
 RETURNS text
-LANGUAGE sql STABLE
-AS $$
-    SELECT pg_catalog.md5(s.secret || ':' || pg_catalog.pg_current_xact_id_if_assigned()::text || ':'
-                          || p_item.org_id || ':' || p_item.memory_id::text || ':' || extract(epoch FROM p_item.updated_at)::text
-                          || ':' || pg_catalog.md5(p_item.fact_text))
-      FROM memgov.channel_secret s
-$$;
-
--- Marks the row version a write trigger lets through (NEW, as it will be stored). An
--- INSERT that names the memory_id of a row already there marks nothing: it is an upsert,
--- whose ON CONFLICT DO UPDATE must find the row it would change readable as it is.
-CREATE FUNCTION memgov.mark_written(p_item memgov.long_term_memory_items, p_operation text)
-RETURNS void
-LANGUAGE plpgsql
-AS $$
-BEGIN
-    IF p_operation = 'INSERT' AND EXISTS (
-        SELECT FROM memgov.long_term_memory_items m WHERE m.memory_id = p_item.memory_id AND m.org_id = p_item.org_id) THEN
-        RETURN;
-    END IF;
-    PERFORM pg_catalog.set_config('memgov.written', memgov.row_token(p_item), true);
-END
-$$;
+LANGUAGE sql IMMUTABLE
+RETURN pg_catalog.hashtextextended(p_item.decision_id::text || ':' || p_item.memory_id::text || ':' || p_item.org_id,
+                                   p_key)::text;
 
 -- Whether this row version is the one this transaction's write trigger just let through.
+-- (A session without a key has no mark: whatever a client set is not one.)
 CREATE FUNCTION memgov.written_here(p_item memgov.long_term_memory_items)
 RETURNS boolean
 LANGUAGE plpgsql STABLE
@@ -511,7 +406,12 @@ AS $$
 DECLARE
     v_mark  text := current_setting('memgov.written', true);
 BEGIN
-    RETURN coalesce(v_mark <> '' AND v_mark = memgov.row_token(p_item), false);
+    IF v_mark IS NULL OR v_mark = '' THEN
+        RETURN false;
+    END IF;
+    RETURN v_mark = memgov.row_token(p_item, pg_catalog.currval('memgov.session_key'));
+EXCEPTION WHEN object_not_in_prerequisite_state THEN
+    RETURN false;
 END
 $$;
 

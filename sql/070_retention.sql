@@ -618,6 +618,7 @@ BEGIN
         PERFORM memgov.log_deletion(v_item, v_reason, NULL);
         DELETE FROM memgov.long_term_memory_items AS m
          WHERE m.memory_id = v_item.memory_id AND m.org_id = v_item.org_id;
+        PERFORM memgov.drop_samples(v_item.org_id, ARRAY[v_item.memory_id]);
     END IF;
     RETURN jsonb_build_object('memory_id', v_item.memory_id, 'deleted', v_reason IS NOT NULL,
                               'reason', v_reason,

@@ -75,7 +75,8 @@ COMMENT ON TABLE memgov.decision_log_archives IS
 
 -- Refuses UPDATE, DELETE and TRUNCATE of the decision log, its seals and its archive records,
 -- for every role. It lets through only memgov.archive_decision_log()'s deletes of what that
--- function has just recorded, in this very transaction, as archived.
+-- function has just recorded, in this very transaction, as archived, and the memories that
+-- memgov.list_shared() adds to a decision its statement logged (before it can be sealed).
 CREATE FUNCTION memgov.refuse_log_change()
 RETURNS trigger
 LANGUAGE plpgsql
@@ -103,6 +104,22 @@ BEGIN
                        AND a.archived_xact_id = pg_current_xact_id_if_assigned()::text::bigint
                        AND OLD.seal_id <= a.last_seal_id);
             END IF;
+        END IF;
+    END IF;
+    -- a statement's shared decision gets its memories before its transaction ends
+    -- (memgov.list_shared): only those columns, only on a row of this transaction
+    IF TG_OP = 'UPDATE' AND TG_TABLE_NAME = 'decision_log' AND current_user = 'memgov_owner' THEN
+        IF OLD.xact_id = pg_catalog.txid_current_if_assigned()
+           AND NEW.memory_id IS NULL AND NEW.memory_ids @> coalesce(OLD.memory_ids, ARRAY[OLD.memory_id])
+           AND NEW.memory_count = cardinality(NEW.memory_ids)
+           AND (NEW.decision_id, NEW.decided_at, NEW.operation, NEW.org_id, NEW.action, NEW.reason_codes,
+                NEW.matched_rule_ids, NEW.policy_version, NEW.mode, NEW.enforced, NEW.actor, NEW.login,
+                NEW.risk_score, NEW.risk_level, NEW.query_fingerprint, NEW.returned, NEW.withheld, NEW.xact_id)
+               IS NOT DISTINCT FROM
+               (OLD.decision_id, OLD.decided_at, OLD.operation, OLD.org_id, OLD.action, OLD.reason_codes,
+                OLD.matched_rule_ids, OLD.policy_version, OLD.mode, OLD.enforced, OLD.actor, OLD.login,
+                OLD.risk_score, OLD.risk_level, OLD.query_fingerprint, OLD.returned, OLD.withheld, OLD.xact_id) THEN
+            RETURN NEW;
         END IF;
     END IF;
     IF v_allowed THEN

@@ -17,8 +17,339 @@ END
 $roles$;
 GRANT pg_read_all_settings TO memgov_settings_reader;
 
+-- The write path: one row trigger without a WHEN clause (memgov's own writes are marked:
+-- memgov.engine_writes), statement triggers that list a bulk statement's shared decisions,
+-- and a DELETE refused to every client (forgetting goes through memgov.forget and
+-- memgov.forget_where). Dropped here, created again below with the functions they call.
+DROP TRIGGER enforce_write ON memgov.long_term_memory_items;
+DROP TRIGGER engine_columns ON memgov.long_term_memory_items;
+DROP TRIGGER forget_samples ON memgov.long_term_memory_items;
+
+-- The governed table's value rules become domains: PostgreSQL prepares a table's CHECK
+-- constraints anew for every statement, a domain's once a session (sql/010_schema.sql). Row
+-- security policies that name the columns are dropped while their types change.
+SET ROLE memgov_owner;
+CREATE DOMAIN memgov.tenant AS text CHECK (VALUE <> '');
+CREATE DOMAIN memgov.category AS text CHECK (VALUE <> '');
+CREATE DOMAIN memgov.fact_source AS text
+    CHECK (VALUE IN ('user_confirmed', 'agent_extracted', 'system_rule'));
+CREATE DOMAIN memgov.confidence AS numeric(4,3) CHECK (VALUE BETWEEN 0 AND 1);
+CREATE DOMAIN memgov.retention_kind AS text
+    CHECK (VALUE IN ('permanent_until_revoked', 'ttl_7d', 'ttl_30d', 'confidence_based'));
+CREATE DOMAIN memgov.metadata_object AS jsonb CHECK (jsonb_typeof(VALUE) = 'object');
+CREATE DOMAIN memgov.memory_status AS text CHECK (VALUE IN ('active', 'pending_approval'));
+DROP POLICY tenant_isolation ON memgov.long_term_memory_items;
+DROP POLICY admin_all ON memgov.long_term_memory_items;
+DROP POLICY governed_reads ON memgov.long_term_memory_items;
+DROP POLICY governed_updates ON memgov.long_term_memory_items;
+-- (memgov.readable's SQL body ties it to the table's row type, which stops a column's type
+-- from changing: for the change, a body that reads nothing stands in, and its own comes back)
+CREATE OR REPLACE FUNCTION memgov.readable(p_status text, p_org_id text, p_item memgov.long_term_memory_items)
+RETURNS boolean LANGUAGE plpgsql STABLE AS $stub$ BEGIN RETURN false; END $stub$;
+ALTER TABLE memgov.long_term_memory_items
+    DROP CONSTRAINT long_term_memory_items_org_id_check,
+    DROP CONSTRAINT long_term_memory_items_category_check,
+    DROP CONSTRAINT long_term_memory_items_source_check,
+    DROP CONSTRAINT long_term_memory_items_confidence_check,
+    DROP CONSTRAINT long_term_memory_items_retention_policy_check,
+    DROP CONSTRAINT long_term_memory_items_metadata_check,
+    DROP CONSTRAINT long_term_memory_items_status_check,
+    ALTER COLUMN org_id TYPE memgov.tenant,
+    ALTER COLUMN category TYPE memgov.category,
+    ALTER COLUMN source TYPE memgov.fact_source,
+    ALTER COLUMN confidence TYPE memgov.confidence,
+    ALTER COLUMN retention_policy TYPE memgov.retention_kind,
+    ALTER COLUMN metadata TYPE memgov.metadata_object,
+    ALTER COLUMN status TYPE memgov.memory_status;
+CREATE OR REPLACE FUNCTION memgov.readable(p_status text, p_org_id text, p_item memgov.long_term_memory_items)
+RETURNS boolean
+LANGUAGE sql STABLE
+RETURN CASE WHEN p_status = 'pending_approval'
+            THEN pg_catalog.pg_has_role('memgov_reviewer', 'MEMBER') OR memgov.written_here(p_item)
+            WHEN memgov.reads_governed(p_org_id)
+            THEN memgov.get_allowed(p_item) OR memgov.written_here(p_item)
+            ELSE true
+       END;
+CREATE POLICY tenant_isolation ON memgov.long_term_memory_items
+    TO memgov_writer, memgov_reviewer
+    USING (org_id = (SELECT memgov.session_tenant()))
+    WITH CHECK (org_id = (SELECT memgov.session_tenant()));
+CREATE POLICY admin_all ON memgov.long_term_memory_items TO memgov_admin USING (true) WITH CHECK (true);
+
+-- The decision log: a decision a statement shares lists its memories; decided_at is when
+-- the deciding statement began; one BRIN index instead of two.
+ALTER TABLE memgov.decision_log
+    ADD COLUMN memory_ids uuid[],
+    ADD COLUMN memory_count integer,
+    ALTER COLUMN decided_at SET DEFAULT statement_timestamp();
+COMMENT ON COLUMN memgov.decision_log.memory_ids IS
+    'the memories of a decision one statement took about several alike (memory_id is then NULL): '
+    'WHERE memory_id = $1 OR memory_ids @> ARRAY[$1] finds a memory''s decisions';
+DROP INDEX memgov.decision_log_decided_at_idx;
+DROP INDEX memgov.decision_log_xact_id_idx;
+CREATE INDEX decision_log_xact_id_decided_at_idx ON memgov.decision_log USING brin (xact_id, decided_at);
+CREATE INDEX decision_log_memory_ids_idx ON memgov.decision_log USING gin (memory_ids)
+    WITH (fastupdate = on, gin_pending_list_limit = 16384)
+    WHERE memory_ids IS NOT NULL;
+
+-- a session's secret, and the seal of a statement's shared decisions
+CREATE SEQUENCE memgov.session_key AS bigint MINVALUE -9223372036854775808;
+COMMENT ON SEQUENCE memgov.session_key IS 'Per session (currval), a secret of memgov''s: read and set by memgov only';
+CREATE SEQUENCE memgov.batch_seal AS bigint MINVALUE -9223372036854775808;
+COMMENT ON SEQUENCE memgov.batch_seal IS
+    'Per session (currval), the keyed hash of memgov.batch as memgov last set it: memgov''s only';
+CREATE TYPE memgov.shared_decision AS (org_id text, decision_id bigint, memory_ids uuid[]);
+RESET ROLE;
+
 -- generated routines: begin (scripts/revision-sql; do not edit)
 SET ROLE memgov_owner;
+
+CREATE OR REPLACE FUNCTION memgov.session_key()
+ RETURNS bigint
+ LANGUAGE plpgsql
+AS $function$
+BEGIN
+    IF pg_catalog.current_setting('memgov.session_keyed', true) = 'on' THEN
+        RETURN pg_catalog.currval('memgov.session_key');
+    END IF;
+    PERFORM pg_catalog.set_config('memgov.session_keyed', 'on', false);
+    RETURN pg_catalog.setval('memgov.session_key',
+                             (pg_catalog.floor(pg_catalog.random() * 18446744073709551615::numeric)
+                              - 9223372036854775808::numeric)::bigint);
+END
+$function$;
+
+CREATE OR REPLACE FUNCTION memgov.engine_token()
+ RETURNS text
+ LANGUAGE sql
+ STABLE
+AS $function$
+    SELECT pg_catalog.hashtextextended('memgov engine write ' || pg_catalog.txid_current(),
+                                       pg_catalog.currval('memgov.session_key'))::text
+$function$;
+
+CREATE OR REPLACE FUNCTION memgov.is_engine_write(p_mark text)
+ RETURNS boolean
+ LANGUAGE plpgsql
+ STABLE
+AS $function$
+BEGIN
+    RETURN p_mark = memgov.engine_token();
+EXCEPTION WHEN object_not_in_prerequisite_state THEN
+    RETURN false;
+END
+$function$;
+
+CREATE OR REPLACE FUNCTION memgov.engine_writes()
+ RETURNS void
+ LANGUAGE plpgsql
+AS $function$
+BEGIN
+    PERFORM memgov.session_key();
+    PERFORM pg_catalog.set_config('memgov.engine_write', memgov.engine_token(), true);
+END
+$function$;
+
+CREATE OR REPLACE FUNCTION memgov.engine_writes_done()
+ RETURNS void
+ LANGUAGE sql
+BEGIN ATOMIC
+ SELECT set_config('memgov.engine_write'::text, ''::text, true) AS set_config;
+END;
+
+CREATE OR REPLACE FUNCTION memgov.rebuild_dispatch()
+ RETURNS void
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+DECLARE
+    v_decide     text := '';
+    v_explain    text := '';
+    v_retention  text := '';
+    v_settings   text := '';
+    v_global     text;
+    v_global_settings jsonb;
+    v_global_holds boolean := false;
+    v_held_apart   text[] := '{}';  -- tenants whose own policy holds where the global does not, or the reverse
+    v_global_reads boolean := false;
+    v_reads_apart  text[] := '{}';  -- tenants whose own policy governs reads where the global does not, or the reverse
+    v_configs      text := '';
+    v_old_configs  text;
+    v_body       text;
+    v_at         integer;
+    v_version    record;
+    -- the line the compiler writes right after BEGIN of every decide body (TENANT_ROUTING_MARKER
+    -- in memgov_pg/compiler.py): where the tenants' routing goes when that body serves as decide
+    v_marker     constant text := E'\n    -- memgov:tenant-routing\n';
+BEGIN
+    FOR v_version IN
+        SELECT org_id, function_name, settings, memgov.policy_may_hold(org_id, version) AS holds
+          FROM memgov.policy_versions
+         WHERE active
+         ORDER BY org_id COLLATE "C"
+    LOOP
+        IF v_version.org_id = '*' THEN
+            v_global := v_version.function_name;
+            v_global_settings := v_version.settings;
+            v_global_holds := v_version.holds;
+            v_global_reads := coalesce((v_version.settings ->> 'reads')::boolean, false);
+            CONTINUE;
+        END IF;
+        -- a tenant's own policy decides all its settings (one it leaves out: the default)
+        v_configs := v_configs || format(E'        WHEN p_org_id = %L THEN %L::regconfig\n', v_version.org_id,
+                                         coalesce(v_version.settings -> 'search' ->> 'text_config', 'pg_catalog.simple'));
+        v_settings := v_settings || format(
+            E'    IF p_org_id = %L THEN\n        RETURN %L::jsonb;\n    END IF;\n',
+            v_version.org_id, v_version.settings);
+        v_decide := v_decide || format(
+            E'    IF p_item.org_id = %L THEN\n        RETURN memgov.%I(p_item, p_operation, p_actor);\n    END IF;\n',
+            v_version.org_id, v_version.function_name);
+        v_explain := v_explain || format(
+            E'    IF p_item.org_id = %L THEN\n        RETURN memgov.%I(p_item, p_operation, p_actor);\n    END IF;\n',
+            v_version.org_id, v_version.function_name || '_explain');
+        v_retention := v_retention || format(
+            E'        WHEN p_item.org_id = %L THEN memgov.%I(p_item)\n',
+            v_version.org_id, v_version.function_name || '_retention');
+    END LOOP;
+
+    -- memgov.decide carries the global policy's own body (one PL/pgSQL call per
+    -- row, not two), preceded by the tenant overrides' routing
+    IF v_global IS NULL THEN
+        v_body := E'\nBEGIN\n' || v_decide || E'    RETURN memgov.no_policy_decision();\nEND\n';
+    ELSE
+        SELECT p.prosrc INTO STRICT v_body FROM pg_catalog.pg_proc p
+         WHERE p.oid = format('memgov.%I(memgov.long_term_memory_items, text, text)', v_global)::regprocedure;
+        -- the routing goes right after the marker line, which a compiled body holds once (no
+        -- policy value spans lines: the compiler writes line breaks in literals as escapes);
+        -- plain string surgery: no pattern or replacement syntax that a tenant id could reach
+        IF length(v_body) - length(replace(v_body, v_marker, '')) <> length(v_marker) THEN
+            RAISE EXCEPTION 'the body of the active global policy (memgov.%) must hold the tenant routing marker line once',
+                            v_global
+                USING ERRCODE = 'MG500',
+                      HINT = 'it was not compiled by this memgov: bump version: in the policy file and deploy it';
+        END IF;
+        v_at := strpos(v_body, v_marker) + length(v_marker);
+        v_body := left(v_body, v_at - 1) || v_decide || substr(v_body, v_at);
+    END IF;
+    -- decide carries a compiled body: it runs as memgov_policy, like the compiled functions
+    EXECUTE format($f$
+CREATE OR REPLACE FUNCTION memgov.decide(p_item memgov.long_term_memory_items, p_operation text, p_actor text)
+RETURNS memgov.decision
+LANGUAGE plpgsql STABLE PARALLEL SAFE
+SECURITY DEFINER
+AS %L$f$, v_body);
+    PERFORM memgov.hand_to_policy_role('memgov.decide(memgov.long_term_memory_items, text, text)');
+
+    EXECUTE format($f$
+CREATE OR REPLACE FUNCTION memgov.explain_decision(p_item memgov.long_term_memory_items, p_operation text, p_actor text)
+RETURNS jsonb
+LANGUAGE plpgsql STABLE PARALLEL SAFE
+AS $body$
+BEGIN
+%s    RETURN %s;
+END
+$body$$f$,
+        v_explain,
+        CASE WHEN v_global IS NULL THEN '''[]''::jsonb'
+             ELSE format('memgov.%I(p_item, p_operation, p_actor)', v_global || '_explain') END);
+
+    -- retention_rule is SQL, which the planner inlines into the sweep's walk: one call per
+    -- row (the compiled function), not two
+    EXECUTE format($f$
+CREATE OR REPLACE FUNCTION memgov.retention_rule(p_item memgov.long_term_memory_items)
+RETURNS text
+LANGUAGE sql STABLE PARALLEL SAFE
+AS $body$
+    SELECT %s
+$body$$f$,
+        format(CASE WHEN v_retention = '' THEN '%2$s' ELSE E'CASE\n%1$s        ELSE %2$s\n    END' END,
+               v_retention,
+               CASE WHEN v_global IS NULL THEN 'NULL::text'
+                    ELSE format('memgov.%I(p_item)', v_global || '_retention') END));
+
+    EXECUTE format($f$
+CREATE OR REPLACE FUNCTION memgov.policy_settings(p_org_id text)
+RETURNS jsonb
+LANGUAGE plpgsql STABLE PARALLEL SAFE
+AS $body$
+BEGIN
+%s    RETURN %L::jsonb;
+END
+$body$$f$,
+        v_settings, coalesce(v_global_settings, '{}'::jsonb));
+
+    -- retention_held: SQL that the planner inlines into the sweep's queries, so that a tenant
+    -- whose active policy cannot deny a forget by a rule costs no decision per row (tenants
+    -- without a policy of their own follow the global one; with none at all, nothing holds)
+    SELECT coalesce(array_agg(v.org_id ORDER BY v.org_id COLLATE "C"), '{}') INTO v_held_apart
+      FROM memgov.policy_versions v
+     WHERE v.active AND v.org_id <> '*' AND memgov.policy_may_hold(v.org_id, v.version) <> v_global_holds;
+    EXECUTE format($f$
+CREATE OR REPLACE FUNCTION memgov.retention_held(p_item memgov.long_term_memory_items)
+RETURNS boolean
+LANGUAGE sql STABLE
+AS $body$
+    -- Whether a forget rule holds a memory against automatic deletion (generated by memgov.rebuild_dispatch)
+    SELECT CASE WHEN p_item.org_id = ANY (%L::text[]) THEN %s ELSE %s END
+$body$$f$,
+        v_held_apart,
+        CASE WHEN v_global_holds THEN 'false' ELSE 'memgov.forget_denied_by_rule(p_item)' END,
+        CASE WHEN v_global_holds THEN 'memgov.forget_denied_by_rule(p_item)' ELSE 'false' END);
+
+    -- reads_governed and search_config: SQL-standard bodies (bound at creation, whatever the
+    -- caller's search_path) that the planner inlines into row level security and the write
+    -- trigger, a constant where no tenant's policy sets them apart
+    SELECT coalesce(array_agg(v.org_id ORDER BY v.org_id COLLATE "C"), '{}') INTO v_reads_apart
+      FROM memgov.policy_versions v
+     WHERE v.active AND v.org_id <> '*'
+       AND coalesce((v.settings ->> 'reads')::boolean, false) <> v_global_reads;
+    v_body := CASE WHEN cardinality(v_reads_apart) = 0 THEN v_global_reads::text
+                   ELSE format('CASE WHEN %%s = ANY (%L::text[]) THEN %s ELSE %s END',
+                               v_reads_apart, (NOT v_global_reads)::text, v_global_reads::text) END;
+    EXECUTE format($f$
+CREATE OR REPLACE FUNCTION memgov.reads_governed(p_org_id text)
+RETURNS boolean
+LANGUAGE sql STABLE PARALLEL SAFE
+RETURN %s$f$, format(v_body, 'p_org_id'));
+    v_old_configs := pg_get_functiondef(to_regprocedure('memgov.search_config(text)'));  -- NULL before the first
+    EXECUTE format($f$
+CREATE OR REPLACE FUNCTION memgov.search_config(p_org_id text)
+RETURNS regconfig
+LANGUAGE sql STABLE PARALLEL SAFE
+RETURN %s$f$,
+        format(CASE WHEN v_configs = '' THEN '%2$L::regconfig' ELSE E'CASE\n%1$s        ELSE %2$L::regconfig\n    END' END,
+               v_configs, coalesce(v_global_settings -> 'search' ->> 'text_config', 'pg_catalog.simple')));
+    -- a tenant whose text search configuration changed has its memories indexed anew
+    -- (search_vector follows search_config), in the deploy's transaction
+    IF v_old_configs IS DISTINCT FROM pg_get_functiondef('memgov.search_config(text)'::regprocedure) THEN
+        PERFORM memgov.engine_writes();
+        UPDATE memgov.long_term_memory_items m
+           SET search_config = memgov.search_config(m.org_id)
+         WHERE m.search_config <> memgov.search_config(m.org_id);
+        PERFORM memgov.engine_writes_done();
+    END IF;
+    -- sample_rate: the share of a tenant's stored or held writes kept for replay (its policy's
+    -- replay.sample_rate; none by default), a constant in the write trigger's test
+    SELECT coalesce(string_agg(format(E'        WHEN p_org_id = %L THEN %s\n', v.org_id, r.rate), '' ORDER BY v.org_id COLLATE "C"), '')
+      INTO v_body
+      FROM memgov.policy_versions v,
+           LATERAL (SELECT coalesce(v.settings -> 'replay' ->> 'sample_rate',
+                                    memgov.setting_defaults() -> 'replay' ->> 'sample_rate')::numeric AS rate) AS r
+     WHERE v.active AND v.org_id <> '*';
+    EXECUTE format($f$
+CREATE OR REPLACE FUNCTION memgov.sample_rate(p_org_id text)
+RETURNS numeric
+LANGUAGE sql STABLE PARALLEL SAFE
+RETURN %s$f$,
+        format(CASE WHEN v_body = '' THEN '%2$s::numeric' ELSE E'CASE\n%1$s        ELSE %2$s::numeric\n    END' END,
+               v_body, coalesce(v_global_settings -> 'replay' ->> 'sample_rate',
+                                memgov.setting_defaults() -> 'replay' ->> 'sample_rate')::numeric));
+    -- a tenant whose policy stops sampling has its samples deleted: samples exist only where
+    -- the memories' deletion deletes them (the trigger forget_samples)
+    DELETE FROM memgov.replay_samples s WHERE memgov.sample_rate(s.org_id) = 0;
+    PERFORM memgov.rebuild_shadow_dispatch();
+END
+$function$;
 
 GRANT EXECUTE ON FUNCTION memgov.retention_interval(text,text) TO memgov_admin;
 
@@ -109,6 +440,188 @@ BEGIN
 END
 $function$;
 
+CREATE OR REPLACE FUNCTION memgov.log_decision(p_operation text, p_memory_id uuid, p_org_id text, p_actor text, p_decision memgov.decision, p_fingerprint text DEFAULT NULL::text, p_returned integer DEFAULT NULL::integer, p_withheld integer DEFAULT NULL::integer)
+ RETURNS bigint
+ LANGUAGE plpgsql
+AS $function$
+DECLARE
+    v_id  bigint;
+BEGIN
+    INSERT INTO memgov.decision_log
+           (operation, memory_id, org_id, action, reason_codes, matched_rule_ids,
+            policy_version, mode, enforced, actor, login, risk_score, risk_level,
+            query_fingerprint, returned, withheld)
+    VALUES (p_operation, p_memory_id, p_org_id, p_decision.action,
+            p_decision.reason_codes, p_decision.matched_rule_ids, p_decision.policy_version,
+            p_decision.mode, p_decision.enforced, p_actor, session_user,
+            pg_catalog.round(p_decision.risk_score, 3), p_decision.risk_level,
+            p_fingerprint, p_returned, p_withheld)
+    RETURNING decision_id INTO v_id;
+    RETURN v_id;
+END
+$function$;
+
+CREATE OR REPLACE FUNCTION memgov.drop_samples(p_org_id text, p_memory_ids uuid[])
+ RETURNS void
+ LANGUAGE plpgsql
+AS $function$
+BEGIN
+    IF memgov.sample_rate(p_org_id) > 0 THEN
+        DELETE FROM memgov.replay_samples s WHERE s.org_id = p_org_id AND s.memory_id = ANY (p_memory_ids);
+    END IF;
+END
+$function$;
+
+CREATE OR REPLACE FUNCTION memgov.raise_denied(p_operation text, p_outcome memgov.write_outcome)
+ RETURNS void
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+DECLARE
+    v_rules    text := coalesce(nullif(array_to_string(ARRAY(
+                           SELECT jsonb_array_elements_text(p_outcome.decision -> 'matched_rule_ids')), ', '), ''),
+                       '(no rule: on_policy_miss)');
+    v_reasons  text := array_to_string(ARRAY(
+                           SELECT jsonb_array_elements_text(p_outcome.decision -> 'reason_codes')), ', ');
+BEGIN
+    RAISE EXCEPTION 'memgov: % denied by rule % [%]', p_operation, v_rules, v_reasons
+        USING ERRCODE = 'MG403',
+              DETAIL = p_outcome.decision::text,
+              HINT = CASE WHEN p_operation IN ('search', 'get')
+                          THEN 'the active policy refuses this read; `memgov evaluate --operation ' || p_operation
+                               || ' --explain` shows why'
+                          ELSE 'the active policy refuses this write; `memgov evaluate --explain` shows why' END;
+END
+$function$;
+
+CREATE OR REPLACE FUNCTION memgov.govern(p_operation text, p_item memgov.long_term_memory_items, p_actor text, p_decision memgov.decision, p_shadow memgov.shadow_verdict, p_payload jsonb DEFAULT NULL::jsonb, p_file boolean DEFAULT true, p_raise boolean DEFAULT true, p_fingerprint text DEFAULT NULL::text, p_returned integer DEFAULT NULL::integer, p_withheld integer DEFAULT NULL::integer, p_silent boolean DEFAULT false)
+ RETURNS memgov.write_outcome
+ LANGUAGE plpgsql
+AS $function$
+DECLARE
+    v_outcome   memgov.write_outcome;
+    v_read      boolean;
+BEGIN
+    v_read := p_operation IN ('search', 'get');
+    -- monitor mode (and a decision that is not enforced) lets the write through
+    v_outcome.action := CASE WHEN p_decision.enforced THEN p_decision.action ELSE 'allow' END;
+    v_outcome.policy_version := p_decision.policy_version;
+    v_outcome.decision_id := memgov.log_decision(p_operation, p_item.memory_id, p_item.org_id, p_actor, p_decision,
+                                                 p_fingerprint, p_returned, p_withheld);
+    IF p_shadow.shadow_id IS NOT NULL THEN
+        PERFORM memgov.record_shadow(p_shadow, p_operation, p_item, p_decision, v_outcome.decision_id);
+    END IF;
+
+    IF p_file AND v_outcome.action = 'require_approval' THEN
+        INSERT INTO memgov.approval_requests
+               (memory_id, org_id, operation, payload, requested_by, requested_login,
+                decision_id, policy_version)
+        VALUES (p_item.memory_id, p_item.org_id, p_operation, coalesce(p_payload, to_jsonb(p_item)), p_actor,
+                session_user, v_outcome.decision_id, p_decision.policy_version)
+        RETURNING request_id INTO v_outcome.request_id;
+        PERFORM pg_notify(memgov.approval_channel(p_item.org_id), v_outcome.request_id::text);
+    ELSIF p_file AND v_outcome.action = 'quarantine' THEN
+        INSERT INTO memgov.quarantine
+               (org_id, operation, memory_id, payload, decision, decision_id, quarantined_by, quarantined_login)
+        VALUES (p_item.org_id, p_operation, p_item.memory_id, coalesce(p_payload, to_jsonb(p_item)),
+                memgov.decision_json(p_decision), v_outcome.decision_id, p_actor, session_user)
+        RETURNING quarantine_id INTO v_outcome.quarantine_id;
+    END IF;
+
+    -- a sample of what stays in the table: stored writes and held ones (not a forget)
+    IF NOT v_read AND p_operation <> 'forget' AND v_outcome.action IN ('allow', 'require_approval')
+       AND memgov.sample_rate(p_item.org_id) > 0 AND pg_catalog.random() < memgov.sample_rate(p_item.org_id) THEN
+        PERFORM memgov.keep_sample(p_operation, p_item, p_actor, v_outcome.decision_id);
+    END IF;
+
+    IF v_outcome.action = 'allow' AND p_silent THEN
+        RETURN v_outcome;  -- a stored write: nothing to tell
+    END IF;
+    -- the decision as JSON is for errors, notices and the functions' results
+    v_outcome.decision := memgov.decision_json(p_decision)
+        || jsonb_build_object('decision_id', v_outcome.decision_id,
+                              'memory_id', p_item.memory_id,
+                              'request_id', v_outcome.request_id,
+                              'quarantine_id', v_outcome.quarantine_id);
+    CASE v_outcome.action
+    WHEN 'allow' THEN
+        NULL;
+    WHEN 'deny' THEN
+        IF p_raise THEN
+            PERFORM memgov.raise_denied(p_operation, v_outcome);
+        END IF;
+    WHEN 'require_approval' THEN
+        IF v_read THEN
+            RAISE NOTICE 'memgov: % held for approval (request %): nothing returned', p_operation, v_outcome.request_id
+                USING ERRCODE = 'MG203', DETAIL = v_outcome.decision::text;
+        ELSIF p_file THEN
+            RAISE NOTICE 'memgov: % held for approval (request %)', p_operation, v_outcome.request_id
+                USING ERRCODE = 'MG201', DETAIL = v_outcome.decision::text;
+        END IF;
+    WHEN 'quarantine' THEN
+        IF v_read THEN
+            RAISE NOTICE 'memgov: % quarantined (quarantine %): nothing returned', p_operation, v_outcome.quarantine_id
+                USING ERRCODE = 'MG204', DETAIL = v_outcome.decision::text;
+        ELSIF p_file THEN
+            RAISE NOTICE 'memgov: % quarantined (quarantine %)', p_operation, v_outcome.quarantine_id
+                USING ERRCODE = 'MG202', DETAIL = v_outcome.decision::text;
+        END IF;
+    END CASE;
+    RETURN v_outcome;
+END
+$function$;
+
+CREATE OR REPLACE FUNCTION memgov.seal_batch(p_batch text)
+ RETURNS void
+ LANGUAGE plpgsql
+AS $function$
+BEGIN
+    PERFORM pg_catalog.setval('memgov.batch_seal', pg_catalog.hashtextextended(p_batch, memgov.session_key()));
+    PERFORM pg_catalog.set_config('memgov.batch_sealed', 'on', false);
+    PERFORM pg_catalog.set_config('memgov.batch', p_batch, true);
+END
+$function$;
+
+CREATE OR REPLACE FUNCTION memgov.first_shared(p_batch text, p_key text, p_org_id text, p_operation text, p_actor text, p_decision memgov.decision)
+ RETURNS bigint
+ LANGUAGE plpgsql
+AS $function$
+DECLARE
+    v_first  bigint := nullif(pg_catalog.split_part(pg_catalog.split_part(p_batch, E'\x1c', 2), E'\x1e', 1),
+                              '')::bigint;
+BEGIN
+    IF v_first IS NULL OR NOT EXISTS (
+        SELECT FROM memgov.decision_log d
+         WHERE d.org_id = p_org_id AND d.decision_id = v_first
+           AND d.xact_id = pg_catalog.txid_current() AND d.login = session_user AND d.memory_ids IS NULL
+           AND d.operation = p_operation AND d.actor = p_actor AND d.action = p_decision.action
+           AND d.enforced = p_decision.enforced AND d.mode IS NOT DISTINCT FROM p_decision.mode
+           AND d.policy_version IS NOT DISTINCT FROM p_decision.policy_version
+           AND d.risk_level IS NOT DISTINCT FROM p_decision.risk_level
+           AND d.reason_codes = p_decision.reason_codes AND d.matched_rule_ids = p_decision.matched_rule_ids) THEN
+        RETURN NULL;
+    END IF;
+    PERFORM memgov.share_decision(p_batch, p_key, v_first);
+    RETURN v_first;
+END
+$function$;
+
+CREATE OR REPLACE FUNCTION memgov.share_decision(p_batch text, p_key text, p_decision_id bigint)
+ RETURNS void
+ LANGUAGE plpgsql
+AS $function$
+DECLARE
+    v_batch  text := p_batch;
+BEGIN
+    IF pg_catalog.strpos(v_batch, E'\x1e') > 0
+       AND (pg_catalog.current_setting('memgov.batch_sealed', true) IS DISTINCT FROM 'on'
+            OR pg_catalog.hashtextextended(v_batch, memgov.session_key()) <> pg_catalog.currval('memgov.batch_seal')) THEN
+        v_batch := pg_catalog.split_part(v_batch, E'\x1e', 1);
+    END IF;
+    PERFORM memgov.seal_batch(v_batch || E'\x1e' || p_key || E'\x1d' || pg_catalog.lpad(p_decision_id::text, 20, '0'));
+END
+$function$;
+
 CREATE OR REPLACE FUNCTION memgov.enforce_write()
  RETURNS trigger
  LANGUAGE plpgsql
@@ -118,16 +631,39 @@ AS $function$
 DECLARE
     v_actor      text := memgov.invoker_role();  -- inlined: a SQL function without a SET clause
     v_operation  text;
-    v_item       memgov.long_term_memory_items;
     v_decision   memgov.decision;
     v_forget     memgov.decision;
-    v_action     text;
     v_outcome    memgov.write_outcome;
     v_shadow     memgov.shadow_verdict;
+    v_skip       boolean;
+    v_engine     boolean;
+    v_batch      text;
+    v_key        text;
+    v_at         integer;
+    v_id         bigint;
 BEGIN
     IF TG_TABLE_SCHEMA <> 'memgov' OR TG_TABLE_NAME <> 'long_term_memory_items' THEN
         RAISE EXCEPTION 'memgov.enforce_write() governs memgov.long_term_memory_items only'
             USING ERRCODE = '42501';
+    END IF;
+
+    -- memgov's own functions have decided already (memgov.engine_writes): the derived
+    -- columns follow the row, nothing else (also for a session acting as memgov_owner)
+    v_engine := v_actor = 'memgov_owner';
+    v_batch := current_setting('memgov.engine_write', true);
+    IF NOT v_engine AND v_batch <> '' THEN
+        v_engine := memgov.is_engine_write(v_batch);
+    END IF;
+    IF v_engine THEN
+        -- (a new text search configuration alone, from a deploy, is no change of the memory)
+        IF TG_OP = 'UPDATE' AND NEW.updated_at = OLD.updated_at AND NEW.search_config = OLD.search_config THEN
+            NEW.updated_at := pg_catalog.now();
+        ELSIF TG_OP = 'INSERT' THEN
+            NEW.search_config := memgov.search_config(NEW.org_id);
+        END IF;
+        NEW.expires_at := memgov.expiry_of(NEW.retention_policy, NEW.created_at);
+        NEW.low_confidence_since := memgov.low_confidence_since(NEW);
+        RETURN NEW;
     END IF;
 
     -- the engine's columns: whatever a client's statement said, the engine decides
@@ -157,30 +693,9 @@ BEGIN
             NEW.low_confidence_since := memgov.low_confidence_since(NEW);
         END IF;
         NEW.search_config := memgov.search_config(NEW.org_id);
-
-        v_decision := memgov.decide(NEW, 'remember', v_actor);
-        IF memgov.shadow_of(NEW.org_id) IS NOT NULL THEN
-            v_shadow := memgov.judge_shadow('remember', NEW, NULL, v_actor);
-        END IF;
-        IF (v_decision.action = 'allow' OR NOT v_decision.enforced)
-           AND current_setting('memgov.capture', true) IS DISTINCT FROM 'on' THEN
-            -- stored as written: one decision logged, nothing filed, nobody to tell
-            NEW.decision_id := memgov.log_decision('remember', NEW.memory_id, NEW.org_id, v_actor, v_decision);
-            NEW.policy_version := v_decision.policy_version;
-            IF v_shadow.shadow_id IS NOT NULL THEN
-                PERFORM memgov.record_shadow(v_shadow, 'remember', NEW, v_decision, NEW.decision_id);
-            END IF;
-            IF memgov.sample_rate(NEW.org_id) > 0 AND pg_catalog.random() < memgov.sample_rate(NEW.org_id) THEN
-                PERFORM memgov.keep_sample('remember', NEW, v_actor, NEW.decision_id);
-            END IF;
-            IF memgov.reads_governed(NEW.org_id) THEN
-                PERFORM memgov.mark_written(NEW, TG_OP);  -- its INSERT ... RETURNING reads it back
-            END IF;
-            RETURN NEW;
-        END IF;
         v_operation := 'remember';
-        v_item := NEW;
-    ELSIF TG_OP = 'UPDATE' THEN
+        v_decision := memgov.decide(NEW, v_operation, v_actor);
+    ELSE
         IF NEW.org_id IS DISTINCT FROM OLD.org_id OR NEW.memory_id IS DISTINCT FROM OLD.memory_id THEN
             RAISE EXCEPTION 'memgov: a memory''s memory_id and org_id never change'
                 USING ERRCODE = '42501',
@@ -204,8 +719,7 @@ BEGIN
         NEW.decision_id := OLD.decision_id;
         NEW.low_confidence_since := memgov.low_confidence_since(NEW);
         v_operation := 'update';
-        v_item := NEW;
-        v_decision := memgov.decide(v_item, v_operation, v_actor);
+        v_decision := memgov.decide(NEW, v_operation, v_actor);
         -- forget rules apply to an update that makes a memory expire sooner (it is partly
         -- forgotten) and to one that takes it out of a hold (a legal hold is lifted by
         -- changing the policy, never by changing the memory); and an update claims the stored
@@ -216,39 +730,64 @@ BEGIN
            OR (v_forget.reason_codes = ARRAY['SOURCE_NOT_PERMITTED'] AND cardinality(v_forget.matched_rule_ids) = 0) THEN
             v_decision := memgov.stricter(v_decision, v_forget);
         END IF;
-        IF memgov.shadow_of(NEW.org_id) IS NOT NULL THEN
-            v_shadow := memgov.judge_shadow(v_operation, NEW, OLD, v_actor);
-        END IF;
-    ELSE
-        IF OLD.status = 'pending_approval' THEN
-            RAISE EXCEPTION 'memgov: memory % is pending approval and cannot be forgotten', OLD.memory_id
-                USING ERRCODE = 'MG409',
-                      HINT = 'a reviewer denies it instead (memgov.deny / memgov.reject)';
-        END IF;
-        v_operation := 'forget';
-        v_item := OLD;
-        v_decision := memgov.decide(v_item, v_operation, v_actor);
-        IF memgov.shadow_of(OLD.org_id) IS NOT NULL THEN
-            v_shadow := memgov.judge_shadow(v_operation, OLD, NULL, v_actor);
-        END IF;
+    END IF;
+    IF memgov.shadow_of(NEW.org_id) IS NOT NULL THEN
+        v_shadow := memgov.judge_shadow(v_operation, NEW, CASE WHEN TG_OP = 'UPDATE' THEN OLD END, v_actor);
     END IF;
 
-    v_action := CASE WHEN v_decision.enforced THEN v_decision.action ELSE 'allow' END;
-    IF TG_OP = 'INSERT' AND (v_action = 'quarantine'
-                             OR (v_action = 'deny' AND current_setting('memgov.on_deny', true) = 'skip')) THEN
+    -- stored as written, outside memgov.remember(): nothing filed, nobody to tell, and
+    -- logged once per distinct decision of the statement. The statement's first stored row
+    -- logs its decision as a single write does; a later row shares a log row of the same
+    -- decision (memgov.batch) unless a shadow records beside it (its shadow decision names
+    -- a log row of its own).
+    IF (v_decision.action = 'allow' OR NOT v_decision.enforced)
+       AND current_setting('memgov.capture', true) IS DISTINCT FROM 'on' THEN
+        v_batch := current_setting('memgov.batch', true);
+        IF v_batch <> '' AND v_shadow.shadow_id IS NULL
+           AND starts_with(v_batch, statement_timestamp()::text || E'\x1c') THEN
+            v_key := concat_ws(E'\x1f', v_operation, NEW.org_id, v_actor, v_decision.action, v_decision.enforced,
+                               v_decision.policy_version, v_decision.mode, v_decision.risk_level,
+                               array_to_string(v_decision.reason_codes, E'\x1f', ''),
+                               array_to_string(v_decision.matched_rule_ids, E'\x1f', ''));
+            v_at := strpos(v_batch, E'\x1e' || v_key || E'\x1d');
+            IF v_at = 0 THEN
+                v_id := memgov.first_shared(v_batch, v_key, NEW.org_id, v_operation, v_actor, v_decision);
+            ELSIF hashtextextended(v_batch, currval('memgov.session_key')) = currval('memgov.batch_seal') THEN
+                v_id := substr(v_batch, v_at + length(v_key) + 2, 20)::bigint;
+            END IF;
+        END IF;
+        IF v_id IS NOT NULL THEN
+            IF memgov.sample_rate(NEW.org_id) > 0 AND pg_catalog.random() < memgov.sample_rate(NEW.org_id) THEN
+                PERFORM memgov.keep_sample(v_operation, NEW, v_actor, v_id);
+            END IF;
+        ELSIF v_shadow.shadow_id IS NULL AND memgov.sample_rate(NEW.org_id) = 0 THEN
+            -- its log row is a stored write's one consequence (memgov.govern is the path of
+            -- every other: a shadow's verdict beside it, a replay sample)
+            v_id := memgov.log_decision(v_operation, NEW.memory_id, NEW.org_id, v_actor, v_decision);
+            IF v_key IS NULL THEN  -- the statement's first stored row
+                v_key := set_config('memgov.batch', statement_timestamp()::text || E'\x1c' || v_id, true);
+            ELSE
+                PERFORM memgov.share_decision(v_batch, v_key, v_id);
+            END IF;
+        ELSE
+            v_id := (memgov.govern(v_operation, NEW, v_actor, v_decision, v_shadow, p_silent => true)).decision_id;
+        END IF;
+        NEW.decision_id := v_id;
+        NEW.policy_version := v_decision.policy_version;
+        IF memgov.reads_governed(NEW.org_id) THEN
+            -- its INSERT ... RETURNING reads it back (memgov.written_here)
+            v_key := set_config('memgov.written', memgov.row_token(NEW, CASE WHEN current_setting('memgov.session_keyed', true) = 'on' THEN currval('memgov.session_key') ELSE memgov.session_key() END), true);
+        END IF;
+        RETURN NEW;
+    END IF;
+
+    IF TG_OP = 'INSERT' AND (v_decision.action = 'quarantine'
+                             OR (v_decision.action = 'deny' AND current_setting('memgov.on_deny', true) = 'skip')) THEN
         -- the row will not reach row level security: check the session's tenant binding here
         PERFORM memgov.check_tenant(NEW.org_id);
     END IF;
-
-    v_outcome := memgov.record_write(v_operation, v_item, v_actor, v_decision);
-    IF v_shadow.shadow_id IS NOT NULL THEN
-        PERFORM memgov.record_shadow(v_shadow, v_operation, v_item, v_decision, v_outcome.decision_id);
-    END IF;
-    -- a sample of what stays in the table: stored writes, held INSERTs (not a forget)
-    IF TG_OP <> 'DELETE' AND v_outcome.action IN ('allow', 'require_approval')
-       AND memgov.sample_rate(v_item.org_id) > 0 AND pg_catalog.random() < memgov.sample_rate(v_item.org_id) THEN
-        PERFORM memgov.keep_sample(v_operation, v_item, v_actor, v_outcome.decision_id);
-    END IF;
+    v_skip := coalesce(current_setting('memgov.on_deny', true) = 'skip', false);
+    v_outcome := memgov.govern(v_operation, NEW, v_actor, v_decision, v_shadow, p_raise => NOT v_skip);
     IF current_setting('memgov.capture', true) = 'on' THEN
         -- memgov.remember() reads the outcome of the row it inserted
         PERFORM set_config('memgov.last_outcome', v_outcome.decision::text, true);
@@ -256,38 +795,170 @@ BEGIN
 
     CASE v_outcome.action
     WHEN 'allow' THEN
-        IF TG_OP = 'DELETE' THEN
-            RETURN OLD;
-        END IF;
         NEW.policy_version := v_outcome.policy_version;
         NEW.decision_id := v_outcome.decision_id;
         IF memgov.reads_governed(NEW.org_id) THEN
-            PERFORM memgov.mark_written(NEW, TG_OP);
+            v_key := set_config('memgov.written', memgov.row_token(NEW, CASE WHEN current_setting('memgov.session_keyed', true) = 'on' THEN currval('memgov.session_key') ELSE memgov.session_key() END), true);
         END IF;
         RETURN NEW;
-    WHEN 'deny' THEN
-        IF current_setting('memgov.on_deny', true) = 'skip' THEN
-            RETURN NULL;  -- memgov.remember(): report the denial instead of raising
-        END IF;
-        PERFORM memgov.raise_denied(v_operation, v_outcome);
-        RETURN NULL;
     WHEN 'require_approval' THEN
-        RAISE NOTICE 'memgov: % held for approval (request %)', v_operation, v_outcome.request_id
-            USING ERRCODE = 'MG201', DETAIL = v_outcome.decision::text;
         IF TG_OP = 'INSERT' THEN
             NEW.status := 'pending_approval';
             NEW.policy_version := v_outcome.policy_version;
             NEW.decision_id := v_outcome.decision_id;
             -- only reviewers read pending memories: this one its writer's RETURNING too
-            PERFORM memgov.mark_written(NEW, TG_OP);
+            v_key := set_config('memgov.written', memgov.row_token(NEW, CASE WHEN current_setting('memgov.session_keyed', true) = 'on' THEN currval('memgov.session_key') ELSE memgov.session_key() END), true);
             RETURN NEW;
         END IF;
         RETURN NULL;  -- the change waits in memgov.approval_requests; the row is untouched
-    WHEN 'quarantine' THEN
-        RAISE NOTICE 'memgov: % quarantined (quarantine %)', v_operation, v_outcome.quarantine_id
-            USING ERRCODE = 'MG202', DETAIL = v_outcome.decision::text;
-        RETURN NULL;
+    ELSE
+        RETURN NULL;  -- quarantined: its payload waits in memgov.quarantine; denied in skip mode
     END CASE;
+END
+$function$;
+
+CREATE OR REPLACE FUNCTION memgov.flush_batch()
+ RETURNS trigger
+ LANGUAGE plpgsql
+AS $function$
+DECLARE
+    v_batch  text := pg_catalog.current_setting('memgov.batch', true);
+BEGIN
+    -- (every name and operator qualified, and no SET clause, which would cost each statement
+    -- 12k instructions: this runs as the statement's role, with its rights and search_path;
+    -- strpos of NULL is NULL, and NULL is not > 0)
+    IF pg_catalog.strpos(v_batch, E'\x1e') OPERATOR(pg_catalog.>) 0 THEN
+        PERFORM pg_catalog.set_config('memgov.batch', '', true);
+        PERFORM memgov.list_shared(ARRAY(
+            SELECT ROW(w.org_id, w.decision_id, pg_catalog.array_agg(w.memory_id ORDER BY w.memory_id))::memgov.shared_decision
+              FROM written w
+             WHERE w.status OPERATOR(pg_catalog.=) 'active'
+             GROUP BY w.org_id, w.decision_id
+            HAVING pg_catalog.count(*) OPERATOR(pg_catalog.>) 1));
+    END IF;
+    RETURN NULL;
+END
+$function$;
+
+CREATE OR REPLACE FUNCTION memgov.list_shared(p_shared memgov.shared_decision[])
+ RETURNS void
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+DECLARE
+    v_group   memgov.shared_decision;
+    v_own     uuid;
+    v_listed  uuid[];
+    v_all     uuid[];
+BEGIN
+    IF current_setting('memgov.session_keyed', true) = 'on' THEN
+        PERFORM setval('memgov.batch_seal', 0);  -- no entry of the statement is trusted again
+    END IF;
+    FOREACH v_group IN ARRAY coalesce(p_shared, '{}') LOOP
+        SELECT d.memory_id, d.memory_ids INTO v_own, v_listed
+          FROM memgov.decision_log d
+         WHERE d.org_id = v_group.org_id AND d.decision_id = v_group.decision_id
+           AND d.xact_id = txid_current() AND d.login = session_user;
+        IF NOT FOUND OR (SELECT count(*) FROM memgov.long_term_memory_items m
+                          WHERE m.org_id = v_group.org_id AND m.memory_id = ANY (v_group.memory_ids)
+                            AND m.decision_id = v_group.decision_id) <> cardinality(v_group.memory_ids) THEN
+            RAISE EXCEPTION 'memgov: decision % was not logged with the rows that name it', v_group.decision_id
+                USING ERRCODE = '0A000',
+                      HINT = 'write memgov.long_term_memory_items in separate statements, not from inside another one';
+        END IF;
+        CONTINUE WHEN v_listed IS NULL AND v_group.memory_ids = ARRAY[v_own];
+        v_all := ARRAY(SELECT DISTINCT i FROM unnest(coalesce(v_listed, ARRAY[v_own]) || v_group.memory_ids) AS i
+                        WHERE i IS NOT NULL ORDER BY i);
+        UPDATE memgov.decision_log d
+           SET memory_id = NULL, memory_ids = v_all, memory_count = cardinality(v_all)
+         WHERE d.org_id = v_group.org_id AND d.decision_id = v_group.decision_id;
+    END LOOP;
+END
+$function$;
+GRANT EXECUTE ON FUNCTION memgov.list_shared(memgov.shared_decision[]) TO memgov_writer, memgov_admin;
+
+CREATE OR REPLACE FUNCTION memgov.refuse_delete()
+ RETURNS trigger
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+BEGIN
+    IF current_user <> 'memgov_owner' THEN
+        RAISE EXCEPTION 'memgov: DELETE on % is refused: forgetting is decided memory by memory', TG_TABLE_NAME
+            USING ERRCODE = 'MG403',
+                  HINT = 'forget with memgov.forget(memory_id) or memgov.forget_where(filter)';
+    END IF;
+    RETURN NULL;
+END
+$function$;
+
+CREATE OR REPLACE FUNCTION memgov.close_request(p_request memgov.approval_requests, p_status text, p_actor text, p_note text)
+ RETURNS void
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+BEGIN
+    UPDATE memgov.approval_requests
+       SET status = p_status, decided_at = now(), decided_by = p_actor, decided_login = session_user,
+           note = p_note
+     WHERE request_id = p_request.request_id AND org_id = p_request.org_id;
+    IF p_status <> 'approved' AND p_request.operation = 'remember' THEN
+        DELETE FROM memgov.long_term_memory_items
+         WHERE memory_id = p_request.memory_id AND org_id = p_request.org_id
+           AND status = 'pending_approval';
+        PERFORM memgov.drop_samples(p_request.org_id, ARRAY[p_request.memory_id]);
+    END IF;
+END
+$function$;
+
+CREATE OR REPLACE FUNCTION memgov.apply_write(p_operation text, p_item memgov.long_term_memory_items, p_policy_version text, p_decision_id bigint, p_pending boolean)
+ RETURNS void
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+BEGIN
+    PERFORM memgov.engine_writes();  -- decided already: the write trigger keeps the derived columns
+    CASE p_operation
+    WHEN 'remember' THEN
+        IF p_pending THEN
+            UPDATE memgov.long_term_memory_items AS m
+               SET status = 'active', policy_version = p_policy_version, decision_id = p_decision_id
+             WHERE m.memory_id = p_item.memory_id AND m.org_id = p_item.org_id
+               AND m.status = 'pending_approval';
+        ELSE
+            BEGIN
+                INSERT INTO memgov.long_term_memory_items
+                       (memory_id, org_id, project_id, agent_id, subject_id, session_id, category,
+                        fact_text, source, confidence, is_sensitive, retention_policy, context_source,
+                        metadata, status, created_at, updated_at, policy_version, decision_id)
+                VALUES (p_item.memory_id, p_item.org_id, p_item.project_id, p_item.agent_id,
+                        p_item.subject_id, p_item.session_id, p_item.category, p_item.fact_text,
+                        p_item.source, p_item.confidence, p_item.is_sensitive, p_item.retention_policy,
+                        p_item.context_source, p_item.metadata, 'active', p_item.created_at,
+                        p_item.created_at, p_policy_version, p_decision_id);
+            EXCEPTION WHEN unique_violation THEN
+                RAISE EXCEPTION 'memgov: memory % exists already; the quarantined write is not applied',
+                                p_item.memory_id
+                    USING ERRCODE = 'MG409', HINT = 'purge the quarantine entry instead';
+            END;
+        END IF;
+    WHEN 'update' THEN
+        UPDATE memgov.long_term_memory_items AS m
+           SET project_id = p_item.project_id, agent_id = p_item.agent_id,
+               subject_id = p_item.subject_id, session_id = p_item.session_id,
+               category = p_item.category, fact_text = p_item.fact_text, source = p_item.source,
+               confidence = p_item.confidence, is_sensitive = p_item.is_sensitive,
+               retention_policy = p_item.retention_policy, context_source = p_item.context_source,
+               metadata = p_item.metadata, policy_version = p_policy_version, decision_id = p_decision_id
+         WHERE m.memory_id = p_item.memory_id AND m.org_id = p_item.org_id
+           AND m.status = 'active';
+    WHEN 'forget' THEN
+        DELETE FROM memgov.long_term_memory_items AS m
+         WHERE m.memory_id = p_item.memory_id AND m.org_id = p_item.org_id;
+        PERFORM memgov.drop_samples(p_item.org_id, ARRAY[p_item.memory_id]);
+    END CASE;
+    PERFORM memgov.engine_writes_done();
 END
 $function$;
 
@@ -302,7 +973,6 @@ DECLARE
                     jsonb_populate_record(NULL::memgov.long_term_memory_items, p_request.payload);
     v_row       memgov.long_term_memory_items;
     v_decision  memgov.decision;
-    v_shadow    memgov.shadow_verdict;
     v_id        bigint;
     v_status    text;
 BEGIN
@@ -324,10 +994,11 @@ BEGIN
         END IF;
     END IF;
 
+    -- decided for the role that asked, logged as the reviewer's; nothing new is filed
     v_decision := memgov.decide(v_item, p_request.operation, p_request.requested_by);
-    v_shadow := memgov.judge_shadow(p_request.operation, v_item, NULL, p_request.requested_by);
-    v_id := memgov.log_decision(p_request.operation, v_item.memory_id, v_item.org_id, v_actor, v_decision);
-    PERFORM memgov.record_shadow(v_shadow, p_request.operation, v_item, v_decision, v_id);
+    v_id := (memgov.govern(p_request.operation, v_item, v_actor, v_decision,
+                           memgov.judge_shadow(p_request.operation, v_item, NULL, p_request.requested_by),
+                           p_file => false, p_raise => false)).decision_id;
 
     IF v_decision.enforced AND v_decision.action IN ('deny', 'quarantine') THEN
         v_status := 'denied';
@@ -345,6 +1016,141 @@ BEGIN
                                   'action', CASE v_status WHEN 'approved' THEN 'allow' ELSE 'deny' END,
                                   'policy_action', v_decision.action, 'decision_id', v_id,
                                   'memory_id', v_item.memory_id, 'request_id', p_request.request_id));
+END
+$function$;
+
+CREATE OR REPLACE FUNCTION memgov.govern_feedback_write(p_operation text, p_item memgov.long_term_memory_items)
+ RETURNS memgov.write_outcome
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+DECLARE
+    v_actor  text := memgov.invoker_role();
+BEGIN
+    RETURN memgov.govern(p_operation, p_item, v_actor, memgov.decide(p_item, p_operation, v_actor),
+                         memgov.judge_shadow(p_operation, p_item, NULL, v_actor));
+END
+$function$;
+
+CREATE OR REPLACE FUNCTION memgov.confirm(memory_id uuid)
+ RETURNS jsonb
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+DECLARE
+    v_item     memgov.long_term_memory_items := memgov.memory_for_feedback(confirm.memory_id);
+    v_after    numeric(4,3);
+    v_result   jsonb;
+BEGIN
+    IF v_item.status = 'pending_approval' THEN
+        v_result := memgov.approve_request(memgov.held_insert_request(v_item), 'confirmed by the user');
+        IF v_result ->> 'status' <> 'approved' THEN
+            RETURN memgov.record_feedback(v_item, 'confirm', NULL, 'refused')
+                   || jsonb_build_object('decision', v_result -> 'decision');
+        END IF;
+    END IF;
+    v_after := least(1, greatest(0, v_item.confidence
+                   + memgov.feedback_setting(v_item.org_id, 'confirm_delta')));
+    PERFORM memgov.engine_writes();
+    UPDATE memgov.long_term_memory_items AS m
+       SET confidence = v_after, last_confirmed_at = now()
+     WHERE m.memory_id = v_item.memory_id AND m.org_id = v_item.org_id;
+    PERFORM memgov.engine_writes_done();
+    RETURN memgov.record_feedback(v_item, 'confirm', v_after,
+        CASE WHEN v_item.status = 'pending_approval' THEN 'approved' ELSE 'confirmed' END);
+END
+$function$;
+
+CREATE OR REPLACE FUNCTION memgov.reject(memory_id uuid)
+ RETURNS jsonb
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+DECLARE
+    v_item     memgov.long_term_memory_items := memgov.memory_for_feedback(reject.memory_id);
+    v_after    numeric(4,3);
+BEGIN
+    IF v_item.status = 'pending_approval' THEN
+        PERFORM memgov.deny_request(memgov.held_insert_request(v_item), 'rejected by the user');
+        RETURN memgov.record_feedback(v_item, 'reject', NULL, 'refused');
+    END IF;
+    v_after := least(1, greatest(0, v_item.confidence
+                   + memgov.feedback_setting(v_item.org_id, 'reject_delta')));
+    IF v_after < memgov.feedback_setting(v_item.org_id, 'reject_delete_below')
+       AND NOT memgov.retention_held(v_item) THEN
+        DELETE FROM memgov.long_term_memory_items AS m
+         WHERE m.memory_id = v_item.memory_id AND m.org_id = v_item.org_id;
+        PERFORM memgov.drop_samples(v_item.org_id, ARRAY[v_item.memory_id]);
+        PERFORM memgov.log_deletion(v_item, 'rejected', NULL);
+        RETURN memgov.record_feedback(v_item, 'reject', v_after, 'deleted');
+    END IF;
+    PERFORM memgov.engine_writes();
+    UPDATE memgov.long_term_memory_items AS m
+       SET confidence = v_after
+     WHERE m.memory_id = v_item.memory_id AND m.org_id = v_item.org_id;
+    PERFORM memgov.engine_writes_done();
+    RETURN memgov.record_feedback(v_item, 'reject', v_after, 'lowered');
+END
+$function$;
+
+CREATE OR REPLACE FUNCTION memgov.edit(memory_id uuid, new_text text)
+ RETURNS jsonb
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+DECLARE
+    v_item     memgov.long_term_memory_items := memgov.memory_for_feedback(edit.memory_id);
+    v_after    numeric(4,3) := least(1, greatest(0,
+                   memgov.feedback_setting(v_item.org_id, 'edit_confidence')));
+    v_new      memgov.long_term_memory_items;
+    v_outcome  memgov.write_outcome;
+BEGIN
+    IF new_text IS NULL THEN
+        RAISE EXCEPTION 'memgov: new_text must not be NULL' USING ERRCODE = '22004';
+    END IF;
+    PERFORM memgov.check_not_pending(v_item, 'edited');
+    PERFORM memgov.check_fact_size(new_text);
+    v_new := v_item;
+    v_new.fact_text := new_text;
+    v_new.confidence := v_after;
+    v_new.updated_at := now();
+    v_outcome := memgov.govern_feedback_write('update', v_new);
+    IF v_outcome.action = 'allow' THEN
+        PERFORM memgov.engine_writes();
+        UPDATE memgov.long_term_memory_items AS m
+           SET fact_text = new_text, confidence = v_after,
+               policy_version = v_outcome.policy_version, decision_id = v_outcome.decision_id
+         WHERE m.memory_id = v_item.memory_id AND m.org_id = v_item.org_id;
+        PERFORM memgov.engine_writes_done();
+    END IF;
+    RETURN v_outcome.decision || memgov.record_feedback(v_item, 'edit',
+        CASE WHEN v_outcome.action = 'allow' THEN v_after ELSE v_item.confidence END,
+        v_outcome.action);
+END
+$function$;
+
+CREATE OR REPLACE FUNCTION memgov.forget(memory_id uuid)
+ RETURNS jsonb
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+DECLARE
+    v_item     memgov.long_term_memory_items := memgov.memory_for_feedback(forget.memory_id);
+    v_outcome  memgov.write_outcome;
+BEGIN
+    PERFORM memgov.check_not_pending(v_item, 'forgotten');
+    v_outcome := memgov.govern_feedback_write('forget', v_item);
+    IF v_outcome.action = 'allow' THEN
+        DELETE FROM memgov.long_term_memory_items AS m
+         WHERE m.memory_id = v_item.memory_id AND m.org_id = v_item.org_id;
+        PERFORM memgov.drop_samples(v_item.org_id, ARRAY[v_item.memory_id]);
+    END IF;
+    PERFORM memgov.record_feedback(v_item, 'forget', NULL, v_outcome.action);
+    RETURN v_outcome.decision;
 END
 $function$;
 
@@ -384,10 +1190,11 @@ BEGIN
     v_decision := memgov.read_decision(v_asked, 'search', v_actor);
     v_shadow := memgov.judge_shadow('search', v_asked, NULL, v_actor);
     IF v_decision.enforced AND v_decision.action <> 'allow' THEN
-        v_id := memgov.log_read('search', v_asked, v_actor, v_decision, v_shadow, memgov.query_fingerprint(v_query),
-                                0, 0);
-        v_outcome := memgov.refuse_read('search', v_org_id, NULL, jsonb_build_object('query', v_query),
-                                        v_actor, v_decision, v_id);
+        -- logged, filed and announced (MG403 raises; a hold or quarantine returns nothing)
+        v_outcome := (memgov.govern('search', v_asked, v_actor, v_decision, v_shadow,
+                                    p_payload => jsonb_build_object('query', v_query),
+                                    p_fingerprint => memgov.query_fingerprint(v_query),
+                                    p_returned => 0, p_withheld => 0)).decision;
         PERFORM memgov.note_recall(v_outcome || jsonb_build_object('returned', 0, 'withheld', 0));
         RETURN;
     END IF;
@@ -458,8 +1265,9 @@ BEGIN
         v_batch := v_batch * 2;  -- the rows past a withheld stretch, in ever larger batches
     END LOOP;
 
-    v_id := memgov.log_read('search', v_asked, v_actor, v_decision, v_shadow, memgov.query_fingerprint(v_query),
-                            v_returned, v_withheld);
+    v_id := (memgov.govern('search', v_asked, v_actor, v_decision, v_shadow,
+                           p_fingerprint => memgov.query_fingerprint(v_query),
+                           p_returned => v_returned, p_withheld => v_withheld)).decision_id;
     -- how many candidates were withheld tells of rows the caller may not read (a search for
     -- a word, or a min_confidence, per probe): only a role that reads the log is told, and
     -- everyone where reads are not governed (nothing is withheld: the count is always 0)
@@ -471,7 +1279,99 @@ BEGIN
 END
 $function$;
 
+CREATE OR REPLACE FUNCTION memgov.get(memory_id uuid)
+ RETURNS SETOF memgov.recalled
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+DECLARE
+    v_org_id    text := memgov.recall_tenant();
+    v_actor     text := memgov.invoker_role();
+    v_item      memgov.long_term_memory_items;
+    v_decision  memgov.decision;
+    v_shadow    memgov.shadow_verdict;
+    v_allowed   boolean;
+    v_outcome   jsonb;
+BEGIN
+    SELECT * INTO v_item FROM memgov.long_term_memory_items m
+     WHERE m.memory_id = get.memory_id AND m.org_id = v_org_id AND m.status = 'active'
+       AND (m.expires_at IS NULL OR m.expires_at > now());
+    IF NOT FOUND THEN
+        PERFORM memgov.note_recall(jsonb_build_object('decision_id', NULL, 'returned', 0, 'withheld', 0));
+        RETURN;
+    END IF;
+    v_decision := memgov.read_decision(v_item, 'get', v_actor);
+    v_shadow := memgov.judge_shadow('get', v_item, NULL, v_actor);
+    v_allowed := NOT v_decision.enforced OR v_decision.action = 'allow';
+    -- logged; a refusal also filed and announced (MG403 raises)
+    v_outcome := (memgov.govern('get', v_item, v_actor, v_decision, v_shadow,
+                                p_payload => jsonb_build_object('memory_id', v_item.memory_id),
+                                p_returned => CASE WHEN v_allowed THEN 1 ELSE 0 END,
+                                p_withheld => CASE WHEN v_decision.action = 'allow' THEN 0 ELSE 1 END)).decision;
+    IF NOT v_allowed THEN
+        PERFORM memgov.note_recall(v_outcome || jsonb_build_object('returned', 0, 'withheld', 1));
+        RETURN;
+    END IF;
+    PERFORM memgov.note_recall(v_outcome
+        || jsonb_build_object('returned', 1, 'withheld', CASE WHEN v_decision.action = 'allow' THEN 0 ELSE 1 END));
+    RETURN NEXT memgov.recalled_of(v_item, NULL);
+END
+$function$;
+
+CREATE OR REPLACE FUNCTION memgov.row_token(p_item memgov.long_term_memory_items, p_key bigint)
+ RETURNS text
+ LANGUAGE sql
+ IMMUTABLE
+RETURN (hashtextextended(((((((p_item).decision_id)::text || ':'::text) || ((p_item).memory_id)::text) || ':'::text) || ((p_item).org_id)::text), p_key))::text;
+
+CREATE OR REPLACE FUNCTION memgov.written_here(p_item memgov.long_term_memory_items)
+ RETURNS boolean
+ LANGUAGE plpgsql
+ STABLE SECURITY DEFINER
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+DECLARE
+    v_mark  text := current_setting('memgov.written', true);
+BEGIN
+    IF v_mark IS NULL OR v_mark = '' THEN
+        RETURN false;
+    END IF;
+    RETURN v_mark = memgov.row_token(p_item, pg_catalog.currval('memgov.session_key'));
+EXCEPTION WHEN object_not_in_prerequisite_state THEN
+    RETURN false;
+END
+$function$;
+
 GRANT EXECUTE ON FUNCTION memgov.approval_expired(memgov.approval_requests) TO memgov_admin;
+
+CREATE OR REPLACE FUNCTION memgov.apply_retention(memory_id uuid)
+ RETURNS jsonb
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+DECLARE
+    v_item    memgov.long_term_memory_items := memgov.memory_for_feedback(apply_retention.memory_id);
+    v_reason  text := memgov.due_reason(v_item);
+    v_held    boolean := v_reason IS NOT NULL AND memgov.retention_held(v_item);
+BEGIN
+    IF v_held THEN
+        -- due, but a forget rule holds it: like the sweep, apply_retention leaves it
+        RETURN jsonb_build_object('memory_id', v_item.memory_id, 'deleted', false, 'reason', v_reason,
+                                  'held', true);
+    END IF;
+    IF v_reason IS NOT NULL THEN
+        PERFORM memgov.log_deletion(v_item, v_reason, NULL);
+        DELETE FROM memgov.long_term_memory_items AS m
+         WHERE m.memory_id = v_item.memory_id AND m.org_id = v_item.org_id;
+        PERFORM memgov.drop_samples(v_item.org_id, ARRAY[v_item.memory_id]);
+    END IF;
+    RETURN jsonb_build_object('memory_id', v_item.memory_id, 'deleted', v_reason IS NOT NULL,
+                              'reason', v_reason,
+                              'rule_id', CASE WHEN v_reason = 'auto_delete' THEN memgov.retention_rule(v_item) END);
+END
+$function$;
 
 RESET ROLE;
 CREATE OR REPLACE FUNCTION memgov.cron_settings(OUT cron_database text, OUT log_run text, OUT readable boolean)
@@ -493,10 +1393,111 @@ REVOKE ALL ON FUNCTION memgov.cron_settings() FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION memgov.cron_settings() TO memgov_admin;
 SET ROLE memgov_owner;
 
+CREATE OR REPLACE FUNCTION memgov.refuse_log_change()
+ RETURNS trigger
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+DECLARE
+    v_archive  text;
+    v_allowed  boolean := false;
+BEGIN
+    -- current_user is memgov_owner only inside memgov's SECURITY DEFINER functions (no client
+    -- role is a member of it); memgov.archiving alone proves nothing: any session may set it
+    IF TG_OP = 'DELETE' AND current_user = 'memgov_owner' THEN
+        v_archive := current_setting('memgov.archiving', true);
+        IF v_archive ~ '^[1-9][0-9]{0,17}$' THEN
+            IF TG_TABLE_NAME = 'decision_log' THEN
+                v_allowed := EXISTS (
+                    SELECT FROM memgov.decision_log_archives a
+                     WHERE a.org_id = '*' AND a.archive_id = v_archive::bigint
+                       AND a.archived_xact_id = pg_current_xact_id_if_assigned()::text::bigint
+                       AND (OLD.xact_id, OLD.decision_id) <= (a.last_xact_id, a.last_decision_id));
+            ELSIF TG_TABLE_NAME = 'decision_log_seals' THEN
+                v_allowed := EXISTS (
+                    SELECT FROM memgov.decision_log_archives a
+                     WHERE a.org_id = '*' AND a.archive_id = v_archive::bigint
+                       AND a.archived_xact_id = pg_current_xact_id_if_assigned()::text::bigint
+                       AND OLD.seal_id <= a.last_seal_id);
+            END IF;
+        END IF;
+    END IF;
+    -- a statement's shared decision gets its memories before its transaction ends
+    -- (memgov.list_shared): only those columns, only on a row of this transaction
+    IF TG_OP = 'UPDATE' AND TG_TABLE_NAME = 'decision_log' AND current_user = 'memgov_owner' THEN
+        IF OLD.xact_id = pg_catalog.txid_current_if_assigned()
+           AND NEW.memory_id IS NULL AND NEW.memory_ids @> coalesce(OLD.memory_ids, ARRAY[OLD.memory_id])
+           AND NEW.memory_count = cardinality(NEW.memory_ids)
+           AND (NEW.decision_id, NEW.decided_at, NEW.operation, NEW.org_id, NEW.action, NEW.reason_codes,
+                NEW.matched_rule_ids, NEW.policy_version, NEW.mode, NEW.enforced, NEW.actor, NEW.login,
+                NEW.risk_score, NEW.risk_level, NEW.query_fingerprint, NEW.returned, NEW.withheld, NEW.xact_id)
+               IS NOT DISTINCT FROM
+               (OLD.decision_id, OLD.decided_at, OLD.operation, OLD.org_id, OLD.action, OLD.reason_codes,
+                OLD.matched_rule_ids, OLD.policy_version, OLD.mode, OLD.enforced, OLD.actor, OLD.login,
+                OLD.risk_score, OLD.risk_level, OLD.query_fingerprint, OLD.returned, OLD.withheld, OLD.xact_id) THEN
+            RETURN NEW;
+        END IF;
+    END IF;
+    IF v_allowed THEN
+        RETURN OLD;
+    END IF;
+    RAISE EXCEPTION 'memgov: %.% is append-only: % refused', TG_TABLE_SCHEMA, TG_TABLE_NAME, TG_OP
+        USING ERRCODE = '42501',
+              HINT = 'logged decisions are never changed; sealed rows leave only through '
+                     'memgov.archive_decision_log(before), which records what it removes';
+END
+$function$;
+
+DROP FUNCTION memgov.mark_written(memgov.long_term_memory_items,text);
+
+DROP FUNCTION memgov.row_token(memgov.long_term_memory_items);
+
+DROP FUNCTION memgov.refuse_read(text,text,uuid,jsonb,text,memgov.decision,bigint);
+
+DROP FUNCTION memgov.log_read(text,memgov.long_term_memory_items,text,memgov.decision,memgov.shadow_verdict,text,integer,integer);
+
+DROP FUNCTION memgov.forget_samples();
+
+DROP FUNCTION memgov.engine_columns();
+
+DROP FUNCTION memgov.record_write(text,memgov.long_term_memory_items,text,memgov.decision);
+
+DROP FUNCTION memgov.log_decision(text,uuid,text,text,memgov.decision);
+
 DROP FUNCTION memgov.activate_policy(text,text);
 
 RESET ROLE;
 -- generated routines: end
+
+SET ROLE memgov_owner;
+CREATE POLICY governed_reads ON memgov.long_term_memory_items
+    AS RESTRICTIVE FOR SELECT
+    TO memgov_writer, memgov_reviewer
+    USING (memgov.readable(status, org_id, long_term_memory_items));
+CREATE POLICY governed_updates ON memgov.long_term_memory_items
+    AS RESTRICTIVE FOR UPDATE
+    TO memgov_writer, memgov_reviewer
+    USING (memgov.readable(status, org_id, long_term_memory_items))
+    WITH CHECK (true);
+CREATE TRIGGER enforce_write
+    BEFORE INSERT OR UPDATE ON memgov.long_term_memory_items
+    FOR EACH ROW EXECUTE FUNCTION memgov.enforce_write();
+CREATE TRIGGER flush_inserted
+    AFTER INSERT ON memgov.long_term_memory_items
+    REFERENCING NEW TABLE AS written
+    FOR EACH STATEMENT EXECUTE FUNCTION memgov.flush_batch();
+CREATE TRIGGER flush_updated
+    AFTER UPDATE ON memgov.long_term_memory_items
+    REFERENCING NEW TABLE AS written
+    FOR EACH STATEMENT EXECUTE FUNCTION memgov.flush_batch();
+CREATE TRIGGER refuse_delete
+    BEFORE DELETE ON memgov.long_term_memory_items
+    FOR EACH STATEMENT EXECUTE FUNCTION memgov.refuse_delete();
+ALTER TABLE memgov.long_term_memory_items ENABLE ALWAYS TRIGGER enforce_write;
+ALTER TABLE memgov.long_term_memory_items ENABLE ALWAYS TRIGGER flush_inserted;
+ALTER TABLE memgov.long_term_memory_items ENABLE ALWAYS TRIGGER flush_updated;
+ALTER TABLE memgov.long_term_memory_items ENABLE ALWAYS TRIGGER refuse_delete;
+RESET ROLE;
 
 -- policy_activations also records a policy revision's deploy of the version active already
 COMMENT ON TABLE memgov.policy_activations IS
@@ -548,8 +1549,220 @@ RESET ROLE;
 COMMENT ON SCHEMA memgov IS 'memgov-pg: governed long-term memory of AI agents (schema revision 0002_second_release)';
 
 -- migrate:downgrade
+-- A decision log that lists shared decisions cannot go back: 0001 has nowhere to keep the
+-- memories of a bulk statement's decision, and its seals cover them.
+DO $compact$
+BEGIN
+    IF EXISTS (SELECT FROM memgov.decision_log WHERE memory_ids IS NOT NULL) THEN
+        RAISE EXCEPTION 'memgov: the decision log holds decisions of bulk statements (memory_ids), which 0001_initial cannot keep'
+            USING ERRCODE = '55000',
+                  HINT = 'archive them first (memgov.archive_decision_log) or stay at 0002_second_release';
+    END IF;
+END
+$compact$;
+SET ROLE memgov_owner;
+DROP TRIGGER enforce_write ON memgov.long_term_memory_items;
+DROP TRIGGER flush_inserted ON memgov.long_term_memory_items;
+DROP TRIGGER flush_updated ON memgov.long_term_memory_items;
+DROP TRIGGER refuse_delete ON memgov.long_term_memory_items;
+DROP POLICY governed_reads ON memgov.long_term_memory_items;
+DROP POLICY governed_updates ON memgov.long_term_memory_items;
+RESET ROLE;
+
 -- generated routines: begin (scripts/revision-sql; do not edit)
 SET ROLE memgov_owner;
+
+CREATE OR REPLACE FUNCTION memgov.rebuild_dispatch()
+ RETURNS void
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+DECLARE
+    v_decide     text := '';
+    v_explain    text := '';
+    v_retention  text := '';
+    v_settings   text := '';
+    v_global     text;
+    v_global_settings jsonb;
+    v_global_holds boolean := false;
+    v_held_apart   text[] := '{}';  -- tenants whose own policy holds where the global does not, or the reverse
+    v_global_reads boolean := false;
+    v_reads_apart  text[] := '{}';  -- tenants whose own policy governs reads where the global does not, or the reverse
+    v_configs      text := '';
+    v_old_configs  text;
+    v_body       text;
+    v_at         integer;
+    v_version    record;
+    -- the line the compiler writes right after BEGIN of every decide body (TENANT_ROUTING_MARKER
+    -- in memgov_pg/compiler.py): where the tenants' routing goes when that body serves as decide
+    v_marker     constant text := E'\n    -- memgov:tenant-routing\n';
+BEGIN
+    FOR v_version IN
+        SELECT org_id, function_name, settings, memgov.policy_may_hold(org_id, version) AS holds
+          FROM memgov.policy_versions
+         WHERE active
+         ORDER BY org_id COLLATE "C"
+    LOOP
+        IF v_version.org_id = '*' THEN
+            v_global := v_version.function_name;
+            v_global_settings := v_version.settings;
+            v_global_holds := v_version.holds;
+            v_global_reads := coalesce((v_version.settings ->> 'reads')::boolean, false);
+            CONTINUE;
+        END IF;
+        -- a tenant's own policy decides all its settings (one it leaves out: the default)
+        v_configs := v_configs || format(E'        WHEN p_org_id = %L THEN %L::regconfig\n', v_version.org_id,
+                                         coalesce(v_version.settings -> 'search' ->> 'text_config', 'pg_catalog.simple'));
+        v_settings := v_settings || format(
+            E'    IF p_org_id = %L THEN\n        RETURN %L::jsonb;\n    END IF;\n',
+            v_version.org_id, v_version.settings);
+        v_decide := v_decide || format(
+            E'    IF p_item.org_id = %L THEN\n        RETURN memgov.%I(p_item, p_operation, p_actor);\n    END IF;\n',
+            v_version.org_id, v_version.function_name);
+        v_explain := v_explain || format(
+            E'    IF p_item.org_id = %L THEN\n        RETURN memgov.%I(p_item, p_operation, p_actor);\n    END IF;\n',
+            v_version.org_id, v_version.function_name || '_explain');
+        v_retention := v_retention || format(
+            E'        WHEN p_item.org_id = %L THEN memgov.%I(p_item)\n',
+            v_version.org_id, v_version.function_name || '_retention');
+    END LOOP;
+
+    -- memgov.decide carries the global policy's own body (one PL/pgSQL call per
+    -- row, not two), preceded by the tenant overrides' routing
+    IF v_global IS NULL THEN
+        v_body := E'\nBEGIN\n' || v_decide || E'    RETURN memgov.no_policy_decision();\nEND\n';
+    ELSE
+        SELECT p.prosrc INTO STRICT v_body FROM pg_catalog.pg_proc p
+         WHERE p.oid = format('memgov.%I(memgov.long_term_memory_items, text, text)', v_global)::regprocedure;
+        -- the routing goes right after the marker line, which a compiled body holds once (no
+        -- policy value spans lines: the compiler writes line breaks in literals as escapes);
+        -- plain string surgery: no pattern or replacement syntax that a tenant id could reach
+        IF length(v_body) - length(replace(v_body, v_marker, '')) <> length(v_marker) THEN
+            RAISE EXCEPTION 'the body of the active global policy (memgov.%) must hold the tenant routing marker line once',
+                            v_global
+                USING ERRCODE = 'MG500',
+                      HINT = 'it was not compiled by this memgov: bump version: in the policy file and deploy it';
+        END IF;
+        v_at := strpos(v_body, v_marker) + length(v_marker);
+        v_body := left(v_body, v_at - 1) || v_decide || substr(v_body, v_at);
+    END IF;
+    -- decide carries a compiled body: it runs as memgov_policy, like the compiled functions
+    EXECUTE format($f$
+CREATE OR REPLACE FUNCTION memgov.decide(p_item memgov.long_term_memory_items, p_operation text, p_actor text)
+RETURNS memgov.decision
+LANGUAGE plpgsql STABLE PARALLEL SAFE
+SECURITY DEFINER
+AS %L$f$, v_body);
+    PERFORM memgov.hand_to_policy_role('memgov.decide(memgov.long_term_memory_items, text, text)');
+
+    EXECUTE format($f$
+CREATE OR REPLACE FUNCTION memgov.explain_decision(p_item memgov.long_term_memory_items, p_operation text, p_actor text)
+RETURNS jsonb
+LANGUAGE plpgsql STABLE PARALLEL SAFE
+AS $body$
+BEGIN
+%s    RETURN %s;
+END
+$body$$f$,
+        v_explain,
+        CASE WHEN v_global IS NULL THEN '''[]''::jsonb'
+             ELSE format('memgov.%I(p_item, p_operation, p_actor)', v_global || '_explain') END);
+
+    -- retention_rule is SQL, which the planner inlines into the sweep's walk: one call per
+    -- row (the compiled function), not two
+    EXECUTE format($f$
+CREATE OR REPLACE FUNCTION memgov.retention_rule(p_item memgov.long_term_memory_items)
+RETURNS text
+LANGUAGE sql STABLE PARALLEL SAFE
+AS $body$
+    SELECT %s
+$body$$f$,
+        format(CASE WHEN v_retention = '' THEN '%2$s' ELSE E'CASE\n%1$s        ELSE %2$s\n    END' END,
+               v_retention,
+               CASE WHEN v_global IS NULL THEN 'NULL::text'
+                    ELSE format('memgov.%I(p_item)', v_global || '_retention') END));
+
+    EXECUTE format($f$
+CREATE OR REPLACE FUNCTION memgov.policy_settings(p_org_id text)
+RETURNS jsonb
+LANGUAGE plpgsql STABLE PARALLEL SAFE
+AS $body$
+BEGIN
+%s    RETURN %L::jsonb;
+END
+$body$$f$,
+        v_settings, coalesce(v_global_settings, '{}'::jsonb));
+
+    -- retention_held: SQL that the planner inlines into the sweep's queries, so that a tenant
+    -- whose active policy cannot deny a forget by a rule costs no decision per row (tenants
+    -- without a policy of their own follow the global one; with none at all, nothing holds)
+    SELECT coalesce(array_agg(v.org_id ORDER BY v.org_id COLLATE "C"), '{}') INTO v_held_apart
+      FROM memgov.policy_versions v
+     WHERE v.active AND v.org_id <> '*' AND memgov.policy_may_hold(v.org_id, v.version) <> v_global_holds;
+    EXECUTE format($f$
+CREATE OR REPLACE FUNCTION memgov.retention_held(p_item memgov.long_term_memory_items)
+RETURNS boolean
+LANGUAGE sql STABLE
+AS $body$
+    -- Whether a forget rule holds a memory against automatic deletion (generated by memgov.rebuild_dispatch)
+    SELECT CASE WHEN p_item.org_id = ANY (%L::text[]) THEN %s ELSE %s END
+$body$$f$,
+        v_held_apart,
+        CASE WHEN v_global_holds THEN 'false' ELSE 'memgov.forget_denied_by_rule(p_item)' END,
+        CASE WHEN v_global_holds THEN 'memgov.forget_denied_by_rule(p_item)' ELSE 'false' END);
+
+    -- reads_governed and search_config: SQL-standard bodies (bound at creation, whatever the
+    -- caller's search_path) that the planner inlines into row level security and the write
+    -- trigger, a constant where no tenant's policy sets them apart
+    SELECT coalesce(array_agg(v.org_id ORDER BY v.org_id COLLATE "C"), '{}') INTO v_reads_apart
+      FROM memgov.policy_versions v
+     WHERE v.active AND v.org_id <> '*'
+       AND coalesce((v.settings ->> 'reads')::boolean, false) <> v_global_reads;
+    v_body := CASE WHEN cardinality(v_reads_apart) = 0 THEN v_global_reads::text
+                   ELSE format('CASE WHEN %%s = ANY (%L::text[]) THEN %s ELSE %s END',
+                               v_reads_apart, (NOT v_global_reads)::text, v_global_reads::text) END;
+    EXECUTE format($f$
+CREATE OR REPLACE FUNCTION memgov.reads_governed(p_org_id text)
+RETURNS boolean
+LANGUAGE sql STABLE PARALLEL SAFE
+RETURN %s$f$, format(v_body, 'p_org_id'));
+    v_old_configs := pg_get_functiondef(to_regprocedure('memgov.search_config(text)'));  -- NULL before the first
+    EXECUTE format($f$
+CREATE OR REPLACE FUNCTION memgov.search_config(p_org_id text)
+RETURNS regconfig
+LANGUAGE sql STABLE PARALLEL SAFE
+RETURN %s$f$,
+        format(CASE WHEN v_configs = '' THEN '%2$L::regconfig' ELSE E'CASE\n%1$s        ELSE %2$L::regconfig\n    END' END,
+               v_configs, coalesce(v_global_settings -> 'search' ->> 'text_config', 'pg_catalog.simple')));
+    -- a tenant whose text search configuration changed has its memories indexed anew
+    -- (search_vector follows search_config), in the deploy's transaction
+    IF v_old_configs IS DISTINCT FROM pg_get_functiondef('memgov.search_config(text)'::regprocedure) THEN
+        UPDATE memgov.long_term_memory_items m
+           SET search_config = memgov.search_config(m.org_id)
+         WHERE m.search_config <> memgov.search_config(m.org_id);
+    END IF;
+    -- sample_rate: the share of a tenant's stored or held writes kept for replay (its policy's
+    -- replay.sample_rate; none by default), a constant in the write trigger's test
+    SELECT coalesce(string_agg(format(E'        WHEN p_org_id = %L THEN %s\n', v.org_id, r.rate), '' ORDER BY v.org_id COLLATE "C"), '')
+      INTO v_body
+      FROM memgov.policy_versions v,
+           LATERAL (SELECT coalesce(v.settings -> 'replay' ->> 'sample_rate',
+                                    memgov.setting_defaults() -> 'replay' ->> 'sample_rate')::numeric AS rate) AS r
+     WHERE v.active AND v.org_id <> '*';
+    EXECUTE format($f$
+CREATE OR REPLACE FUNCTION memgov.sample_rate(p_org_id text)
+RETURNS numeric
+LANGUAGE sql STABLE PARALLEL SAFE
+RETURN %s$f$,
+        format(CASE WHEN v_body = '' THEN '%2$s::numeric' ELSE E'CASE\n%1$s        ELSE %2$s::numeric\n    END' END,
+               v_body, coalesce(v_global_settings -> 'replay' ->> 'sample_rate',
+                                memgov.setting_defaults() -> 'replay' ->> 'sample_rate')::numeric));
+    -- a tenant whose policy stops sampling has its samples deleted: samples exist only where
+    -- the memories' deletion deletes them (the trigger forget_samples)
+    DELETE FROM memgov.replay_samples s WHERE memgov.sample_rate(s.org_id) = 0;
+    PERFORM memgov.rebuild_shadow_dispatch();
+END
+$function$;
 
 REVOKE EXECUTE ON FUNCTION memgov.retention_interval(text,text) FROM memgov_admin;
 
@@ -633,6 +1846,90 @@ BEGIN
     VALUES (p_org_id, v_target, p_version, v_activation.activation_id);
     PERFORM memgov.rebuild_dispatch();
     RETURN v_target;
+END
+$function$;
+
+CREATE OR REPLACE FUNCTION memgov.log_decision(p_operation text, p_memory_id uuid, p_org_id text, p_actor text, p_decision memgov.decision)
+ RETURNS bigint
+ LANGUAGE plpgsql
+AS $function$
+DECLARE
+    v_id  bigint;
+BEGIN
+    INSERT INTO memgov.decision_log
+           (operation, memory_id, org_id, action, reason_codes, matched_rule_ids,
+            policy_version, mode, enforced, actor, login, risk_score, risk_level)
+    VALUES (p_operation, p_memory_id, p_org_id, p_decision.action,
+            p_decision.reason_codes, p_decision.matched_rule_ids, p_decision.policy_version,
+            p_decision.mode, p_decision.enforced, p_actor, session_user,
+            pg_catalog.round(p_decision.risk_score, 3), p_decision.risk_level)
+    RETURNING decision_id INTO v_id;
+    RETURN v_id;
+END
+$function$;
+
+CREATE OR REPLACE FUNCTION memgov.record_write(p_operation text, p_item memgov.long_term_memory_items, p_actor text, p_decision memgov.decision)
+ RETURNS memgov.write_outcome
+ LANGUAGE plpgsql
+AS $function$
+DECLARE
+    v_outcome   memgov.write_outcome;
+    v_payload   jsonb;
+BEGIN
+    -- monitor mode (and a decision that is not enforced) lets the write through
+    v_outcome.action := CASE WHEN p_decision.enforced THEN p_decision.action ELSE 'allow' END;
+    v_outcome.policy_version := p_decision.policy_version;
+
+    v_outcome.decision_id := memgov.log_decision(p_operation, p_item.memory_id, p_item.org_id, p_actor, p_decision);
+
+    IF v_outcome.action IN ('require_approval', 'quarantine') THEN
+        v_payload := to_jsonb(p_item);
+    END IF;
+
+    IF v_outcome.action = 'require_approval' THEN
+        INSERT INTO memgov.approval_requests
+               (memory_id, org_id, operation, payload, requested_by, requested_login,
+                decision_id, policy_version)
+        VALUES (p_item.memory_id, p_item.org_id, p_operation, v_payload, p_actor, session_user,
+                v_outcome.decision_id, p_decision.policy_version)
+        RETURNING request_id INTO v_outcome.request_id;
+        PERFORM pg_notify(memgov.approval_channel(p_item.org_id), v_outcome.request_id::text);
+    ELSIF v_outcome.action = 'quarantine' THEN
+        INSERT INTO memgov.quarantine
+               (org_id, operation, memory_id, payload, decision, decision_id, quarantined_by, quarantined_login)
+        VALUES (p_item.org_id, p_operation, p_item.memory_id, v_payload,
+                memgov.decision_json(p_decision), v_outcome.decision_id, p_actor, session_user)
+        RETURNING quarantine_id INTO v_outcome.quarantine_id;
+    END IF;
+
+    -- the decision as JSON is for errors, notices and remember(): a stored write needs none
+    IF v_outcome.action <> 'allow' OR current_setting('memgov.capture', true) = 'on' THEN
+        v_outcome.decision := memgov.decision_json(p_decision)
+            || jsonb_build_object('decision_id', v_outcome.decision_id,
+                                  'memory_id', p_item.memory_id,
+                                  'request_id', v_outcome.request_id,
+                                  'quarantine_id', v_outcome.quarantine_id);
+    END IF;
+    RETURN v_outcome;
+END
+$function$;
+
+CREATE OR REPLACE FUNCTION memgov.raise_denied(p_operation text, p_outcome memgov.write_outcome)
+ RETURNS void
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+DECLARE
+    v_rules    text := coalesce(nullif(array_to_string(ARRAY(
+                           SELECT jsonb_array_elements_text(p_outcome.decision -> 'matched_rule_ids')), ', '), ''),
+                       '(no rule: on_policy_miss)');
+    v_reasons  text := array_to_string(ARRAY(
+                           SELECT jsonb_array_elements_text(p_outcome.decision -> 'reason_codes')), ', ');
+BEGIN
+    RAISE EXCEPTION 'memgov: % denied by rule % [%]', p_operation, v_rules, v_reasons
+        USING ERRCODE = 'MG403',
+              DETAIL = p_outcome.decision::text,
+              HINT = 'the active policy refuses this write; `memgov evaluate --explain` shows why';
 END
 $function$;
 
@@ -815,6 +2112,102 @@ BEGIN
 END
 $function$;
 
+CREATE OR REPLACE FUNCTION memgov.engine_columns()
+ RETURNS trigger
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+BEGIN
+    -- (a new text search configuration alone, from a deploy, is no change of the memory)
+    IF TG_OP = 'UPDATE' AND NEW.updated_at = OLD.updated_at AND NEW.search_config = OLD.search_config THEN
+        NEW.updated_at := now();
+    END IF;
+    IF TG_OP = 'INSERT' THEN
+        NEW.search_config := memgov.search_config(NEW.org_id);
+    END IF;
+    NEW.expires_at := memgov.expiry_of(NEW.retention_policy, NEW.created_at);
+    NEW.low_confidence_since := memgov.low_confidence_since(NEW);
+    RETURN NEW;
+END
+$function$;
+
+CREATE OR REPLACE FUNCTION memgov.forget_samples()
+ RETURNS trigger
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+BEGIN
+    DELETE FROM memgov.replay_samples s WHERE s.memory_id = OLD.memory_id AND s.org_id = OLD.org_id;
+    RETURN NULL;
+END
+$function$;
+
+CREATE OR REPLACE FUNCTION memgov.close_request(p_request memgov.approval_requests, p_status text, p_actor text, p_note text)
+ RETURNS void
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+BEGIN
+    UPDATE memgov.approval_requests
+       SET status = p_status, decided_at = now(), decided_by = p_actor, decided_login = session_user,
+           note = p_note
+     WHERE request_id = p_request.request_id AND org_id = p_request.org_id;
+    IF p_status <> 'approved' AND p_request.operation = 'remember' THEN
+        DELETE FROM memgov.long_term_memory_items
+         WHERE memory_id = p_request.memory_id AND org_id = p_request.org_id
+           AND status = 'pending_approval';
+    END IF;
+END
+$function$;
+
+CREATE OR REPLACE FUNCTION memgov.apply_write(p_operation text, p_item memgov.long_term_memory_items, p_policy_version text, p_decision_id bigint, p_pending boolean)
+ RETURNS void
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+BEGIN
+    CASE p_operation
+    WHEN 'remember' THEN
+        IF p_pending THEN
+            UPDATE memgov.long_term_memory_items AS m
+               SET status = 'active', policy_version = p_policy_version, decision_id = p_decision_id
+             WHERE m.memory_id = p_item.memory_id AND m.org_id = p_item.org_id
+               AND m.status = 'pending_approval';
+        ELSE
+            BEGIN
+                INSERT INTO memgov.long_term_memory_items
+                       (memory_id, org_id, project_id, agent_id, subject_id, session_id, category,
+                        fact_text, source, confidence, is_sensitive, retention_policy, context_source,
+                        metadata, status, created_at, updated_at, policy_version, decision_id)
+                VALUES (p_item.memory_id, p_item.org_id, p_item.project_id, p_item.agent_id,
+                        p_item.subject_id, p_item.session_id, p_item.category, p_item.fact_text,
+                        p_item.source, p_item.confidence, p_item.is_sensitive, p_item.retention_policy,
+                        p_item.context_source, p_item.metadata, 'active', p_item.created_at,
+                        p_item.created_at, p_policy_version, p_decision_id);
+            EXCEPTION WHEN unique_violation THEN
+                RAISE EXCEPTION 'memgov: memory % exists already; the quarantined write is not applied',
+                                p_item.memory_id
+                    USING ERRCODE = 'MG409', HINT = 'purge the quarantine entry instead';
+            END;
+        END IF;
+    WHEN 'update' THEN
+        UPDATE memgov.long_term_memory_items AS m
+           SET project_id = p_item.project_id, agent_id = p_item.agent_id,
+               subject_id = p_item.subject_id, session_id = p_item.session_id,
+               category = p_item.category, fact_text = p_item.fact_text, source = p_item.source,
+               confidence = p_item.confidence, is_sensitive = p_item.is_sensitive,
+               retention_policy = p_item.retention_policy, context_source = p_item.context_source,
+               metadata = p_item.metadata, policy_version = p_policy_version, decision_id = p_decision_id
+         WHERE m.memory_id = p_item.memory_id AND m.org_id = p_item.org_id
+           AND m.status = 'active';
+    WHEN 'forget' THEN
+        DELETE FROM memgov.long_term_memory_items AS m
+         WHERE m.memory_id = p_item.memory_id AND m.org_id = p_item.org_id;
+    END CASE;
+END
+$function$;
+
 CREATE OR REPLACE FUNCTION memgov.approve_request(p_request memgov.approval_requests, p_note text)
  RETURNS jsonb
  LANGUAGE plpgsql
@@ -864,6 +2257,217 @@ BEGIN
     PERFORM memgov.close_request(p_request, 'approved', v_actor, p_note);
     RETURN jsonb_build_object('request_id', p_request.request_id, 'status', 'approved',
                               'decision', memgov.decision_json(v_decision));
+END
+$function$;
+
+CREATE OR REPLACE FUNCTION memgov.govern_feedback_write(p_operation text, p_item memgov.long_term_memory_items)
+ RETURNS memgov.write_outcome
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+DECLARE
+    v_capture   text := current_setting('memgov.capture', true);
+    v_actor     text := memgov.invoker_role();
+    v_decision  memgov.decision := memgov.decide(p_item, p_operation, v_actor);
+    v_shadow    memgov.shadow_verdict := memgov.judge_shadow(p_operation, p_item, NULL, v_actor);
+    v_outcome   memgov.write_outcome;
+BEGIN
+    PERFORM set_config('memgov.capture', 'on', true);
+    v_outcome := memgov.record_write(p_operation, p_item, v_actor, v_decision);
+    PERFORM set_config('memgov.capture', coalesce(v_capture, ''), true);
+    PERFORM memgov.record_shadow(v_shadow, p_operation, p_item, v_decision, v_outcome.decision_id);
+    CASE v_outcome.action
+    WHEN 'deny' THEN
+        PERFORM memgov.raise_denied(p_operation, v_outcome);
+    WHEN 'require_approval' THEN
+        RAISE NOTICE 'memgov: % held for approval (request %)', p_operation, v_outcome.request_id
+            USING ERRCODE = 'MG201', DETAIL = v_outcome.decision::text;
+    WHEN 'quarantine' THEN
+        RAISE NOTICE 'memgov: % quarantined (quarantine %)', p_operation, v_outcome.quarantine_id
+            USING ERRCODE = 'MG202', DETAIL = v_outcome.decision::text;
+    ELSE
+        NULL;
+    END CASE;
+    RETURN v_outcome;
+END
+$function$;
+
+CREATE OR REPLACE FUNCTION memgov.confirm(memory_id uuid)
+ RETURNS jsonb
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+DECLARE
+    v_item     memgov.long_term_memory_items := memgov.memory_for_feedback(confirm.memory_id);
+    v_after    numeric(4,3);
+    v_result   jsonb;
+BEGIN
+    IF v_item.status = 'pending_approval' THEN
+        v_result := memgov.approve_request(memgov.held_insert_request(v_item), 'confirmed by the user');
+        IF v_result ->> 'status' <> 'approved' THEN
+            RETURN memgov.record_feedback(v_item, 'confirm', NULL, 'refused')
+                   || jsonb_build_object('decision', v_result -> 'decision');
+        END IF;
+    END IF;
+    v_after := least(1, greatest(0, v_item.confidence
+                   + memgov.feedback_setting(v_item.org_id, 'confirm_delta')));
+    UPDATE memgov.long_term_memory_items AS m
+       SET confidence = v_after, last_confirmed_at = now()
+     WHERE m.memory_id = v_item.memory_id AND m.org_id = v_item.org_id;
+    RETURN memgov.record_feedback(v_item, 'confirm', v_after,
+        CASE WHEN v_item.status = 'pending_approval' THEN 'approved' ELSE 'confirmed' END);
+END
+$function$;
+
+CREATE OR REPLACE FUNCTION memgov.reject(memory_id uuid)
+ RETURNS jsonb
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+DECLARE
+    v_item     memgov.long_term_memory_items := memgov.memory_for_feedback(reject.memory_id);
+    v_after    numeric(4,3);
+BEGIN
+    IF v_item.status = 'pending_approval' THEN
+        PERFORM memgov.deny_request(memgov.held_insert_request(v_item), 'rejected by the user');
+        RETURN memgov.record_feedback(v_item, 'reject', NULL, 'refused');
+    END IF;
+    v_after := least(1, greatest(0, v_item.confidence
+                   + memgov.feedback_setting(v_item.org_id, 'reject_delta')));
+    IF v_after < memgov.feedback_setting(v_item.org_id, 'reject_delete_below')
+       AND NOT memgov.retention_held(v_item) THEN
+        DELETE FROM memgov.long_term_memory_items AS m
+         WHERE m.memory_id = v_item.memory_id AND m.org_id = v_item.org_id;
+        PERFORM memgov.log_deletion(v_item, 'rejected', NULL);
+        RETURN memgov.record_feedback(v_item, 'reject', v_after, 'deleted');
+    END IF;
+    UPDATE memgov.long_term_memory_items AS m
+       SET confidence = v_after
+     WHERE m.memory_id = v_item.memory_id AND m.org_id = v_item.org_id;
+    RETURN memgov.record_feedback(v_item, 'reject', v_after, 'lowered');
+END
+$function$;
+
+CREATE OR REPLACE FUNCTION memgov.edit(memory_id uuid, new_text text)
+ RETURNS jsonb
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+DECLARE
+    v_item     memgov.long_term_memory_items := memgov.memory_for_feedback(edit.memory_id);
+    v_after    numeric(4,3) := least(1, greatest(0,
+                   memgov.feedback_setting(v_item.org_id, 'edit_confidence')));
+    v_new      memgov.long_term_memory_items;
+    v_outcome  memgov.write_outcome;
+BEGIN
+    IF new_text IS NULL THEN
+        RAISE EXCEPTION 'memgov: new_text must not be NULL' USING ERRCODE = '22004';
+    END IF;
+    PERFORM memgov.check_not_pending(v_item, 'edited');
+    PERFORM memgov.check_fact_size(new_text);
+    v_new := v_item;
+    v_new.fact_text := new_text;
+    v_new.confidence := v_after;
+    v_new.updated_at := now();
+    v_outcome := memgov.govern_feedback_write('update', v_new);
+    IF v_outcome.action = 'allow' THEN
+        UPDATE memgov.long_term_memory_items AS m
+           SET fact_text = new_text, confidence = v_after,
+               policy_version = v_outcome.policy_version, decision_id = v_outcome.decision_id
+         WHERE m.memory_id = v_item.memory_id AND m.org_id = v_item.org_id;
+    END IF;
+    RETURN v_outcome.decision || memgov.record_feedback(v_item, 'edit',
+        CASE WHEN v_outcome.action = 'allow' THEN v_after ELSE v_item.confidence END,
+        v_outcome.action);
+END
+$function$;
+
+CREATE OR REPLACE FUNCTION memgov.forget(memory_id uuid)
+ RETURNS jsonb
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+DECLARE
+    v_item     memgov.long_term_memory_items := memgov.memory_for_feedback(forget.memory_id);
+    v_outcome  memgov.write_outcome;
+BEGIN
+    PERFORM memgov.check_not_pending(v_item, 'forgotten');
+    v_outcome := memgov.govern_feedback_write('forget', v_item);
+    IF v_outcome.action = 'allow' THEN
+        DELETE FROM memgov.long_term_memory_items AS m
+         WHERE m.memory_id = v_item.memory_id AND m.org_id = v_item.org_id;
+    END IF;
+    PERFORM memgov.record_feedback(v_item, 'forget', NULL, v_outcome.action);
+    RETURN v_outcome.decision;
+END
+$function$;
+
+CREATE OR REPLACE FUNCTION memgov.log_read(p_operation text, p_item memgov.long_term_memory_items, p_actor text, p_decision memgov.decision, p_shadow memgov.shadow_verdict, p_fingerprint text, p_returned integer, p_withheld integer)
+ RETURNS bigint
+ LANGUAGE plpgsql
+AS $function$
+DECLARE
+    v_id  bigint;
+BEGIN
+    INSERT INTO memgov.decision_log
+           (operation, memory_id, org_id, action, reason_codes, matched_rule_ids, policy_version, mode,
+            enforced, actor, login, risk_score, risk_level, query_fingerprint, returned, withheld)
+    VALUES (p_operation, p_item.memory_id, p_item.org_id, p_decision.action, p_decision.reason_codes,
+            p_decision.matched_rule_ids, p_decision.policy_version, p_decision.mode, p_decision.enforced,
+            p_actor, session_user, pg_catalog.round(p_decision.risk_score, 3), p_decision.risk_level,
+            p_fingerprint, p_returned, p_withheld)
+    RETURNING decision_id INTO v_id;
+    PERFORM memgov.record_shadow(p_shadow, p_operation, p_item, p_decision, v_id);
+    RETURN v_id;
+END
+$function$;
+
+CREATE OR REPLACE FUNCTION memgov.refuse_read(p_operation text, p_org_id text, p_memory_id uuid, p_asked jsonb, p_actor text, p_decision memgov.decision, p_decision_id bigint)
+ RETURNS jsonb
+ LANGUAGE plpgsql
+AS $function$
+DECLARE
+    v_request_id     uuid;
+    v_quarantine_id  uuid;
+    v_detail         jsonb;
+BEGIN
+    IF p_decision.action = 'require_approval' THEN
+        INSERT INTO memgov.approval_requests
+               (memory_id, org_id, operation, payload, requested_by, requested_login, decision_id, policy_version)
+        VALUES (p_memory_id, p_org_id, p_operation, p_asked, p_actor, session_user, p_decision_id,
+                p_decision.policy_version)
+        RETURNING request_id INTO v_request_id;
+        PERFORM pg_notify(memgov.approval_channel(p_org_id), v_request_id::text);
+    ELSIF p_decision.action = 'quarantine' THEN
+        INSERT INTO memgov.quarantine
+               (org_id, operation, memory_id, payload, decision, decision_id, quarantined_by, quarantined_login)
+        VALUES (p_org_id, p_operation, p_memory_id, p_asked, memgov.decision_json(p_decision), p_decision_id,
+                p_actor, session_user)
+        RETURNING quarantine_id INTO v_quarantine_id;
+    END IF;
+    v_detail := memgov.decision_json(p_decision)
+        || jsonb_build_object('decision_id', p_decision_id, 'memory_id', p_memory_id,
+                              'request_id', v_request_id, 'quarantine_id', v_quarantine_id);
+    CASE p_decision.action
+    WHEN 'deny' THEN
+        RAISE EXCEPTION 'memgov: % denied by rule % [%]', p_operation,
+                        coalesce(nullif(array_to_string(p_decision.matched_rule_ids, ', '), ''), '(no rule: on_policy_miss)'),
+                        array_to_string(p_decision.reason_codes, ', ')
+            USING ERRCODE = 'MG403', DETAIL = v_detail::text,
+                  HINT = 'the active policy refuses this read; `memgov evaluate --operation ' || p_operation
+                         || ' --explain` shows why';
+    WHEN 'require_approval' THEN
+        RAISE NOTICE 'memgov: % held for approval (request %): nothing returned', p_operation, v_request_id
+            USING ERRCODE = 'MG203', DETAIL = v_detail::text;
+    ELSE
+        RAISE NOTICE 'memgov: % quarantined (quarantine %): nothing returned', p_operation, v_quarantine_id
+            USING ERRCODE = 'MG204', DETAIL = v_detail::text;
+    END CASE;
+    RETURN v_detail;
 END
 $function$;
 
@@ -988,16 +2592,268 @@ BEGIN
 END
 $function$;
 
+CREATE OR REPLACE FUNCTION memgov.get(memory_id uuid)
+ RETURNS SETOF memgov.recalled
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+DECLARE
+    v_org_id    text := memgov.recall_tenant();
+    v_actor     text := memgov.invoker_role();
+    v_item      memgov.long_term_memory_items;
+    v_decision  memgov.decision;
+    v_shadow    memgov.shadow_verdict;
+    v_allowed   boolean;
+    v_id        bigint;
+    v_outcome   jsonb;
+BEGIN
+    SELECT * INTO v_item FROM memgov.long_term_memory_items m
+     WHERE m.memory_id = get.memory_id AND m.org_id = v_org_id AND m.status = 'active'
+       AND (m.expires_at IS NULL OR m.expires_at > now());
+    IF NOT FOUND THEN
+        PERFORM memgov.note_recall(jsonb_build_object('decision_id', NULL, 'returned', 0, 'withheld', 0));
+        RETURN;
+    END IF;
+    v_decision := memgov.read_decision(v_item, 'get', v_actor);
+    v_shadow := memgov.judge_shadow('get', v_item, NULL, v_actor);
+    v_allowed := NOT v_decision.enforced OR v_decision.action = 'allow';
+    v_id := memgov.log_read('get', v_item, v_actor, v_decision, v_shadow, NULL,
+                            CASE WHEN v_allowed THEN 1 ELSE 0 END,
+                            CASE WHEN v_decision.action = 'allow' THEN 0 ELSE 1 END);
+    IF NOT v_allowed THEN
+        v_outcome := memgov.refuse_read('get', v_org_id, v_item.memory_id,
+                                        jsonb_build_object('memory_id', v_item.memory_id), v_actor, v_decision, v_id);
+        PERFORM memgov.note_recall(v_outcome || jsonb_build_object('returned', 0, 'withheld', 1));
+        RETURN;
+    END IF;
+    PERFORM memgov.note_recall(memgov.decision_json(v_decision)
+        || jsonb_build_object('decision_id', v_id, 'memory_id', v_item.memory_id, 'returned', 1,
+                              'withheld', CASE WHEN v_decision.action = 'allow' THEN 0 ELSE 1 END));
+    RETURN NEXT memgov.recalled_of(v_item, NULL);
+END
+$function$;
+
+CREATE OR REPLACE FUNCTION memgov.row_token(p_item memgov.long_term_memory_items)
+ RETURNS text
+ LANGUAGE sql
+ STABLE
+AS $function$
+    SELECT pg_catalog.md5(s.secret || ':' || pg_catalog.pg_current_xact_id_if_assigned()::text || ':'
+                          || p_item.org_id || ':' || p_item.memory_id::text || ':' || extract(epoch FROM p_item.updated_at)::text
+                          || ':' || pg_catalog.md5(p_item.fact_text))
+      FROM memgov.channel_secret s
+$function$;
+
+CREATE OR REPLACE FUNCTION memgov.mark_written(p_item memgov.long_term_memory_items, p_operation text)
+ RETURNS void
+ LANGUAGE plpgsql
+AS $function$
+BEGIN
+    IF p_operation = 'INSERT' AND EXISTS (
+        SELECT FROM memgov.long_term_memory_items m WHERE m.memory_id = p_item.memory_id AND m.org_id = p_item.org_id) THEN
+        RETURN;
+    END IF;
+    PERFORM pg_catalog.set_config('memgov.written', memgov.row_token(p_item), true);
+END
+$function$;
+
+CREATE OR REPLACE FUNCTION memgov.written_here(p_item memgov.long_term_memory_items)
+ RETURNS boolean
+ LANGUAGE plpgsql
+ STABLE SECURITY DEFINER
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+DECLARE
+    v_mark  text := current_setting('memgov.written', true);
+BEGIN
+    RETURN coalesce(v_mark <> '' AND v_mark = memgov.row_token(p_item), false);
+END
+$function$;
+
 REVOKE EXECUTE ON FUNCTION memgov.approval_expired(memgov.approval_requests) FROM memgov_admin;
+
+CREATE OR REPLACE FUNCTION memgov.apply_retention(memory_id uuid)
+ RETURNS jsonb
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+DECLARE
+    v_item    memgov.long_term_memory_items := memgov.memory_for_feedback(apply_retention.memory_id);
+    v_reason  text := memgov.due_reason(v_item);
+    v_held    boolean := v_reason IS NOT NULL AND memgov.retention_held(v_item);
+BEGIN
+    IF v_held THEN
+        -- due, but a forget rule holds it: like the sweep, apply_retention leaves it
+        RETURN jsonb_build_object('memory_id', v_item.memory_id, 'deleted', false, 'reason', v_reason,
+                                  'held', true);
+    END IF;
+    IF v_reason IS NOT NULL THEN
+        PERFORM memgov.log_deletion(v_item, v_reason, NULL);
+        DELETE FROM memgov.long_term_memory_items AS m
+         WHERE m.memory_id = v_item.memory_id AND m.org_id = v_item.org_id;
+    END IF;
+    RETURN jsonb_build_object('memory_id', v_item.memory_id, 'deleted', v_reason IS NOT NULL,
+                              'reason', v_reason,
+                              'rule_id', CASE WHEN v_reason = 'auto_delete' THEN memgov.retention_rule(v_item) END);
+END
+$function$;
+
+CREATE OR REPLACE FUNCTION memgov.refuse_log_change()
+ RETURNS trigger
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+DECLARE
+    v_archive  text;
+    v_allowed  boolean := false;
+BEGIN
+    -- current_user is memgov_owner only inside memgov's SECURITY DEFINER functions (no client
+    -- role is a member of it); memgov.archiving alone proves nothing: any session may set it
+    IF TG_OP = 'DELETE' AND current_user = 'memgov_owner' THEN
+        v_archive := current_setting('memgov.archiving', true);
+        IF v_archive ~ '^[1-9][0-9]{0,17}$' THEN
+            IF TG_TABLE_NAME = 'decision_log' THEN
+                v_allowed := EXISTS (
+                    SELECT FROM memgov.decision_log_archives a
+                     WHERE a.org_id = '*' AND a.archive_id = v_archive::bigint
+                       AND a.archived_xact_id = pg_current_xact_id_if_assigned()::text::bigint
+                       AND (OLD.xact_id, OLD.decision_id) <= (a.last_xact_id, a.last_decision_id));
+            ELSIF TG_TABLE_NAME = 'decision_log_seals' THEN
+                v_allowed := EXISTS (
+                    SELECT FROM memgov.decision_log_archives a
+                     WHERE a.org_id = '*' AND a.archive_id = v_archive::bigint
+                       AND a.archived_xact_id = pg_current_xact_id_if_assigned()::text::bigint
+                       AND OLD.seal_id <= a.last_seal_id);
+            END IF;
+        END IF;
+    END IF;
+    IF v_allowed THEN
+        RETURN OLD;
+    END IF;
+    RAISE EXCEPTION 'memgov: %.% is append-only: % refused', TG_TABLE_SCHEMA, TG_TABLE_NAME, TG_OP
+        USING ERRCODE = '42501',
+              HINT = 'logged decisions are never changed; sealed rows leave only through '
+                     'memgov.archive_decision_log(before), which records what it removes';
+END
+$function$;
 
 RESET ROLE;
 DROP FUNCTION memgov.cron_settings();
 SET ROLE memgov_owner;
 
+DROP FUNCTION memgov.row_token(memgov.long_term_memory_items,bigint);
+
+DROP FUNCTION memgov.refuse_delete();
+
+DROP FUNCTION memgov.list_shared(memgov.shared_decision[]);
+
+DROP FUNCTION memgov.flush_batch();
+
+DROP FUNCTION memgov.share_decision(text,text,bigint);
+
+DROP FUNCTION memgov.first_shared(text,text,text,text,text,memgov.decision);
+
+DROP FUNCTION memgov.seal_batch(text);
+
+DROP FUNCTION memgov.govern(text,memgov.long_term_memory_items,text,memgov.decision,memgov.shadow_verdict,jsonb,boolean,boolean,text,integer,integer,boolean);
+
+DROP FUNCTION memgov.drop_samples(text,uuid[]);
+
+DROP FUNCTION memgov.log_decision(text,uuid,text,text,memgov.decision,text,integer,integer);
+
 DROP FUNCTION memgov.activate_policy(text,text,boolean);
+
+DROP FUNCTION memgov.engine_writes_done();
+
+DROP FUNCTION memgov.engine_writes();
+
+DROP FUNCTION memgov.is_engine_write(text);
+
+DROP FUNCTION memgov.engine_token();
+
+DROP FUNCTION memgov.session_key();
 
 RESET ROLE;
 -- generated routines: end
+
+SET ROLE memgov_owner;
+DROP TYPE memgov.shared_decision;
+DROP SEQUENCE memgov.batch_seal;
+DROP SEQUENCE memgov.session_key;
+DROP INDEX memgov.decision_log_memory_ids_idx;
+DROP INDEX memgov.decision_log_xact_id_decided_at_idx;
+CREATE INDEX decision_log_decided_at_idx ON memgov.decision_log USING brin (decided_at);
+CREATE INDEX decision_log_xact_id_idx ON memgov.decision_log USING brin (xact_id);
+ALTER TABLE memgov.decision_log
+    DROP COLUMN memory_ids,
+    DROP COLUMN memory_count,
+    ALTER COLUMN decided_at SET DEFAULT now();
+DROP POLICY tenant_isolation ON memgov.long_term_memory_items;
+DROP POLICY admin_all ON memgov.long_term_memory_items;
+-- (memgov.readable's SQL body ties it to the table's row type, which stops a column's type
+-- from changing: for the change, a body that reads nothing stands in, and its own comes back)
+CREATE OR REPLACE FUNCTION memgov.readable(p_status text, p_org_id text, p_item memgov.long_term_memory_items)
+RETURNS boolean LANGUAGE plpgsql STABLE AS $stub$ BEGIN RETURN false; END $stub$;
+ALTER TABLE memgov.long_term_memory_items
+    ALTER COLUMN org_id TYPE text,
+    ALTER COLUMN category TYPE text,
+    ALTER COLUMN source TYPE text,
+    ALTER COLUMN confidence TYPE numeric(4,3),
+    ALTER COLUMN retention_policy TYPE text,
+    ALTER COLUMN metadata TYPE jsonb,
+    ALTER COLUMN status TYPE text,
+    ADD CONSTRAINT long_term_memory_items_org_id_check CHECK (org_id <> ''),
+    ADD CONSTRAINT long_term_memory_items_category_check CHECK (category <> ''),
+    ADD CONSTRAINT long_term_memory_items_source_check
+        CHECK (source IN ('user_confirmed', 'agent_extracted', 'system_rule')),
+    ADD CONSTRAINT long_term_memory_items_confidence_check CHECK (confidence BETWEEN 0 AND 1),
+    ADD CONSTRAINT long_term_memory_items_retention_policy_check
+        CHECK (retention_policy IN ('permanent_until_revoked', 'ttl_7d', 'ttl_30d', 'confidence_based')),
+    ADD CONSTRAINT long_term_memory_items_metadata_check CHECK (jsonb_typeof(metadata) = 'object'),
+    ADD CONSTRAINT long_term_memory_items_status_check CHECK (status IN ('active', 'pending_approval'));
+DROP DOMAIN memgov.tenant, memgov.category, memgov.fact_source, memgov.confidence, memgov.retention_kind,
+            memgov.metadata_object, memgov.memory_status;
+CREATE OR REPLACE FUNCTION memgov.readable(p_status text, p_org_id text, p_item memgov.long_term_memory_items)
+RETURNS boolean
+LANGUAGE sql STABLE
+RETURN CASE WHEN p_status = 'pending_approval'
+            THEN pg_catalog.pg_has_role('memgov_reviewer', 'MEMBER') OR memgov.written_here(p_item)
+            WHEN memgov.reads_governed(p_org_id)
+            THEN memgov.get_allowed(p_item) OR memgov.written_here(p_item)
+            ELSE true
+       END;
+CREATE POLICY tenant_isolation ON memgov.long_term_memory_items
+    TO memgov_writer, memgov_reviewer
+    USING (org_id = (SELECT memgov.session_tenant()))
+    WITH CHECK (org_id = (SELECT memgov.session_tenant()));
+CREATE POLICY admin_all ON memgov.long_term_memory_items TO memgov_admin USING (true) WITH CHECK (true);
+CREATE POLICY governed_reads ON memgov.long_term_memory_items
+    AS RESTRICTIVE FOR SELECT
+    TO memgov_writer, memgov_reviewer
+    USING (memgov.readable(status, org_id, long_term_memory_items));
+CREATE POLICY governed_updates ON memgov.long_term_memory_items
+    AS RESTRICTIVE FOR UPDATE
+    TO memgov_writer, memgov_reviewer
+    USING (memgov.readable(status, org_id, long_term_memory_items))
+    WITH CHECK (true);
+CREATE TRIGGER enforce_write
+    BEFORE INSERT OR UPDATE OR DELETE ON memgov.long_term_memory_items
+    FOR EACH ROW WHEN (current_user <> 'memgov_owner'::name)
+    EXECUTE FUNCTION memgov.enforce_write();
+CREATE TRIGGER engine_columns
+    BEFORE INSERT OR UPDATE ON memgov.long_term_memory_items
+    FOR EACH ROW WHEN (current_user = 'memgov_owner'::name)
+    EXECUTE FUNCTION memgov.engine_columns();
+CREATE TRIGGER forget_samples
+    AFTER DELETE ON memgov.long_term_memory_items
+    FOR EACH ROW WHEN (memgov.sample_rate(OLD.org_id) > 0)
+    EXECUTE FUNCTION memgov.forget_samples();
+ALTER TABLE memgov.long_term_memory_items ENABLE ALWAYS TRIGGER enforce_write;
+ALTER TABLE memgov.long_term_memory_items ENABLE ALWAYS TRIGGER engine_columns;
+ALTER TABLE memgov.long_term_memory_items ENABLE ALWAYS TRIGGER forget_samples;
+RESET ROLE;
 -- memgov_settings_reader is kept: roles are cluster-wide and may serve other databases
 
 COMMENT ON TABLE memgov.policy_activations IS

@@ -187,7 +187,7 @@ _FORGED_DECISION = (
 )
 _FORGE_CALLS = {
     "govern_write": "memgov.govern_write({op}, v_item, {actor})",
-    "record_write": "memgov.record_write({op}, v_item, {actor}, " + _FORGED_DECISION + ")",
+    "govern": "memgov.govern({op}, v_item, {actor}, " + _FORGED_DECISION + ", NULL)",
     "apply_write": "memgov.apply_write({op}, v_item, '1.0.0', NULL, false)",
 }
 
@@ -226,9 +226,10 @@ def test_02_temp_table_trigger_cannot_reach_the_write_path(su, writer, logins, f
 def test_02_no_client_role_may_execute_a_write_path_internal(su, logins):
     internals = su.execute(
         "SELECT p.oid::regprocedure::text FROM pg_proc p WHERE p.pronamespace = 'memgov'::regnamespace"
-        " AND p.proname IN ('govern_write', 'record_write', 'apply_write', 'close_request', 'approve_request',"
+        " AND p.proname IN ('govern_write', 'govern', 'apply_write', 'close_request', 'approve_request',"
         " 'deny_request', 'govern_feedback_write', 'record_feedback', 'log_deletion', 'sweep_batch',"
-        " 'enforce_write', 'engine_columns')"
+        " 'enforce_write', 'log_decision', 'first_shared', 'share_decision', 'seal_batch', 'session_key',"
+        " 'engine_token', 'engine_writes', 'engine_writes_done', 'is_engine_write', 'drop_samples')"
     ).fetchall()
     assert internals, "no write-path internals found"
     for role in ["memgov_writer", "memgov_reviewer", logins.writer, logins.reviewer, logins.both, logins.nobody]:
@@ -1230,9 +1231,12 @@ READABLE = {"memgov.readable(text,text,memgov.long_term_memory_items)", "memgov.
             "memgov.get_allowed(memgov.long_term_memory_items)",
             "memgov.written_here(memgov.long_term_memory_items)"}  # fmt: skip
 RECALL = {"memgov.search(jsonb)", "memgov.get(uuid)"}
+# the end of a bulk statement lists its shared decisions' memories as the statement's role:
+# what it is handed it checks against the log and the rows (tests/db/test_bulk_decisions.py)
+STATEMENT_END = {"memgov.list_shared(memgov.shared_decision[])"}
 WRITER_API = {"memgov.remember(jsonb)", "memgov.forget(uuid)", "memgov.evaluate(jsonb,text)",
               "memgov.explain(jsonb,text)", "memgov.apply_retention(uuid)", "memgov.item_from_json(jsonb)",
-              *SESSION_TENANT, *READABLE, *RECALL}  # fmt: skip
+              *SESSION_TENANT, *READABLE, *RECALL, *STATEMENT_END}  # fmt: skip
 REVIEWER_API = {"memgov.approve(uuid,text)", "memgov.deny(uuid,text)", "memgov.release_quarantine(uuid)",
                 "memgov.purge_quarantine(uuid)", "memgov.confirm(uuid)", "memgov.reject(uuid)",
                 "memgov.edit(uuid,text)", "memgov.forget(uuid)", "memgov.apply_retention(uuid)",
@@ -1332,8 +1336,8 @@ INTERNAL_CALLS = {
     "apply_write": "SELECT memgov.apply_write('remember', jsonb_populate_record(NULL::memgov.long_term_memory_items,"
     ' \'{"org_id": "acme", "category": "user_fact", "fact_text": "x", "source": "system_rule",'
     ' "confidence": 1, "memory_id": "00000000-0000-0000-0000-000000000001"}\'), \'1.0.0\', NULL, false)',
-    "record_write": "SELECT memgov.record_write('remember', jsonb_populate_record(NULL::memgov.long_term_memory_items,"
-    " '{\"org_id\": \"acme\"}'), 'memgov_admin', " + _FORGED_DECISION + ")",
+    "govern": "SELECT memgov.govern('remember', jsonb_populate_record(NULL::memgov.long_term_memory_items,"
+    " '{\"org_id\": \"acme\"}'), 'memgov_admin', " + _FORGED_DECISION + ", NULL)",
     "close_request": "SELECT memgov.close_request(r, 'approved', 'memgov_admin', 'forged')"
     " FROM memgov.approval_requests r",
     "approve_request": "SELECT memgov.approve_request(r, 'forged') FROM memgov.approval_requests r",

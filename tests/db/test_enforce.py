@@ -326,7 +326,7 @@ def test_writer_cannot_call_the_engine_or_review(writer):
         writer.execute("SELECT memgov.approve(gen_random_uuid())")
     with raises_sqlstate("42501"):
         writer.execute(
-            "SELECT memgov.record_write('remember', NULL::memgov.long_term_memory_items, 'x', NULL::memgov.decision)"
+            "SELECT memgov.govern('remember', NULL::memgov.long_term_memory_items, 'x', NULL::memgov.decision, NULL)"
         )
     with pytest.raises(errors.InsufficientPrivilege):
         writer.execute("DELETE FROM memgov.decision_log")

@@ -542,10 +542,9 @@ def test_a_forged_written_mark_reveals_nothing(governed, writer):
 @pytest.mark.parametrize(
     "call",
     [
-        "SELECT memgov.mark_written(m, 'UPDATE') FROM memgov.long_term_memory_items m",
-        "SELECT memgov.row_token(m) FROM memgov.long_term_memory_items m",
-        "SELECT memgov.log_read('get', memgov.item_from_json(jsonb_build_object('memory_id', %(id)s::text,"
-        " 'org_id', 'acme')), 'x', memgov.no_policy_decision(), NULL, NULL, 1, 0)",
+        "SELECT memgov.row_token(m, 1) FROM memgov.long_term_memory_items m",
+        "SELECT memgov.govern('get', memgov.item_from_json(jsonb_build_object('memory_id', %(id)s::text,"
+        " 'org_id', 'acme')), 'x', memgov.no_policy_decision(), NULL, p_returned => 1, p_withheld => 0)",
         "SELECT memgov.note_recall('{}')",
         "SELECT memgov.read_decision(memgov.item_from_json('{\"org_id\": \"acme\"}'), 'get', 'x')",
         "SELECT memgov.query_fingerprint('{}')",

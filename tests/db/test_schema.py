@@ -180,13 +180,19 @@ def test_roles_are_nologin_and_no_application_role_owns_anything(db_conn):
     assert {o[0] for o in owners} == {"memgov_owner"}
 
 
+def _drop_tenants(db_conn) -> None:
+    with db_conn.transaction():  # memgov's own path: a client's DELETE is refused
+        db_conn.execute("SET LOCAL ROLE memgov_owner")
+        db_conn.execute("DELETE FROM memgov.long_term_memory_items WHERE org_id IN ('t-a', 't-b')")
+
+
 @pytest.fixture
 def tenants(db_conn):
-    db_conn.execute("DELETE FROM memgov.long_term_memory_items WHERE org_id IN ('t-a', 't-b')")
+    _drop_tenants(db_conn)
     insert_item(db_conn, org_id="t-a", fact_text="a's fact")
     insert_item(db_conn, org_id="t-b", fact_text="b's fact")
     yield
-    db_conn.execute("DELETE FROM memgov.long_term_memory_items WHERE org_id IN ('t-a', 't-b')")
+    _drop_tenants(db_conn)
 
 
 def visible_tenants(conn: psycopg.Connection, role: str, org: str | None) -> list[str]:
