@@ -616,7 +616,9 @@ $$;
 
 -- At the end of an INSERT or UPDATE (AFTER ... FOR EACH STATEMENT, with the rows it wrote):
 -- memgov.batch is emptied, and when rows of the statement shared decisions (it holds
--- entries), memgov.list_shared gives each shared decision its memories. It runs as the
+-- entries), memgov.list_shared gives each shared decision its memories (a group of one row
+-- too: inside a function or DO block, a later single-row INSERT shares the log row of the
+-- first one, taken by an earlier statement of the same top-level statement). It runs as the
 -- statement's role and reads only the statement's own rows: what it hands on is checked
 -- where it is written.
 CREATE FUNCTION memgov.flush_batch()
@@ -635,8 +637,7 @@ BEGIN
             SELECT ROW(w.org_id, w.decision_id, pg_catalog.array_agg(w.memory_id ORDER BY w.memory_id))::memgov.shared_decision
               FROM written w
              WHERE w.status OPERATOR(pg_catalog.=) 'active'
-             GROUP BY w.org_id, w.decision_id
-            HAVING pg_catalog.count(*) OPERATOR(pg_catalog.>) 1));
+             GROUP BY w.org_id, w.decision_id));
     END IF;
     RETURN NULL;
 END

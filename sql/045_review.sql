@@ -60,7 +60,9 @@ BEGIN
 END
 $$;
 
--- Closes a request and, for a held INSERT that is refused, removes the pending row.
+-- Closes a request and, for a held INSERT that is refused, removes its pending row: the row
+-- its decision stored (decision_id), never another pending row under the same memory_id (an
+-- INSERT ... ON CONFLICT DO NOTHING files a request for a row it never stores).
 CREATE FUNCTION memgov.close_request(p_request memgov.approval_requests, p_status text, p_actor text, p_note text)
 RETURNS void
 LANGUAGE plpgsql
@@ -74,8 +76,10 @@ BEGIN
     IF p_status <> 'approved' AND p_request.operation = 'remember' THEN
         DELETE FROM memgov.long_term_memory_items
          WHERE memory_id = p_request.memory_id AND org_id = p_request.org_id
-           AND status = 'pending_approval';
-        PERFORM memgov.drop_samples(p_request.org_id, ARRAY[p_request.memory_id]);
+           AND status = 'pending_approval' AND decision_id = p_request.decision_id;
+        IF FOUND THEN
+            PERFORM memgov.drop_samples(p_request.org_id, ARRAY[p_request.memory_id]);
+        END IF;
     END IF;
 END
 $$;
@@ -167,7 +171,8 @@ $$;
 
 -- Approves a locked pending request: re-decided by the active policy first (a policy
 -- that now denies or quarantines it wins over the approval), four eyes, logged.
--- A held INSERT is approved as the reviewer saw it: the request's payload.
+-- A held INSERT is approved as the reviewer saw it: the request's payload, on the pending row
+-- the request's decision stored (another pending row under the same memory_id is not its own).
 -- The log keeps the policy's decision; the result's is the decision taken, `allow`
 -- (applied) or `deny` (refused), with the policy's action as `policy_action`.
 CREATE FUNCTION memgov.approve_request(p_request memgov.approval_requests, p_note text)
@@ -190,7 +195,7 @@ BEGIN
     IF p_request.operation = 'remember' THEN
         SELECT * INTO v_row FROM memgov.long_term_memory_items
          WHERE memory_id = p_request.memory_id AND org_id = p_request.org_id
-           AND status = 'pending_approval'
+           AND status = 'pending_approval' AND decision_id = p_request.decision_id
            FOR UPDATE;
         IF NOT FOUND THEN
             RAISE EXCEPTION 'memgov: the memory of request % no longer exists', p_request.request_id

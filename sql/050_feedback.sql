@@ -38,7 +38,8 @@ EXCEPTION
 END
 $$;
 
--- The pending approval request of a held INSERT, locked (MG404 when there is none).
+-- The pending approval request of a held INSERT, locked (MG404 when there is none): the one
+-- whose decision stored the row (decision_id), not another request for the same memory_id.
 CREATE FUNCTION memgov.held_insert_request(p_item memgov.long_term_memory_items)
 RETURNS memgov.approval_requests
 LANGUAGE plpgsql
@@ -49,9 +50,7 @@ DECLARE
 BEGIN
     SELECT * INTO v_request FROM memgov.approval_requests r
      WHERE r.memory_id = p_item.memory_id AND r.org_id = p_item.org_id
-       AND r.status = 'pending' AND r.operation = 'remember'
-     ORDER BY r.requested_at
-     LIMIT 1
+       AND r.status = 'pending' AND r.operation = 'remember' AND r.decision_id = p_item.decision_id
        FOR UPDATE;
     IF NOT FOUND THEN
         RAISE EXCEPTION 'memgov: pending memory % has no open approval request', p_item.memory_id

@@ -274,25 +274,41 @@ BEGIN
            SET summary = summary || jsonb_build_object('cursor', v_cursor, 'blocks', v_blocks)
          WHERE org_id = '*' AND run_id = p_run_id;
     ELSIF p_kind = 'approvals' THEN
-        WITH stale AS (
-            SELECT r.request_id, r.org_id FROM memgov.approval_requests r
-             WHERE memgov.approval_expired(r)
-             LIMIT p_batch_size
-               FOR UPDATE SKIP LOCKED
-        ), expired AS (
-            UPDATE memgov.approval_requests r
-               SET status = 'expired', decided_at = now(), decided_by = 'memgov', note = 'approval_ttl passed'
-              FROM stale
-             WHERE r.request_id = stale.request_id AND r.org_id = stale.org_id
-            RETURNING r.memory_id, r.org_id, r.operation
-        ), dropped AS (
-            -- a held INSERT that nobody approved goes with its request
-            DELETE FROM memgov.long_term_memory_items m USING expired e
-             WHERE e.operation = 'remember' AND m.memory_id = e.memory_id AND m.org_id = e.org_id
-               AND m.status = 'pending_approval'
-            RETURNING 1
-        )
-        SELECT count(*) INTO v_deleted FROM expired;
+        -- expired requests, each locked without waiting, and a held INSERT's with the pending row
+        -- its decision stored (decision_id), locked the same way: a request or row that a session
+        -- holds (a client's SELECT ... FOR UPDATE, a call inside its open transaction) waits for a
+        -- later run, and another pending row under the same memory_id is never this request's
+        SELECT array_agg(b.request_id), array_agg(b.org_id), array_agg(b.ctid)
+          INTO v_ids, v_orgs, v_batch
+          FROM (SELECT r.request_id, r.org_id, m.ctid
+                  FROM memgov.approval_requests r
+                  JOIN memgov.long_term_memory_items m
+                    ON m.memory_id = r.memory_id AND m.org_id = r.org_id
+                   AND m.status = 'pending_approval' AND m.decision_id = r.decision_id
+                 WHERE r.operation = 'remember' AND memgov.approval_expired(r)
+                 LIMIT p_batch_size
+                   FOR UPDATE OF r, m SKIP LOCKED) AS b;
+        -- the others: held updates, forgets and reads, and held INSERTs whose row is gone
+        SELECT coalesce(v_ids, '{}') || coalesce(array_agg(b.request_id), '{}'),
+               coalesce(v_orgs, '{}') || coalesce(array_agg(b.org_id), '{}')
+          INTO v_ids, v_orgs
+          FROM (SELECT r.request_id, r.org_id
+                  FROM memgov.approval_requests r
+                 WHERE memgov.approval_expired(r)
+                   AND (r.operation <> 'remember'
+                        OR NOT EXISTS (SELECT FROM memgov.long_term_memory_items m
+                                        WHERE m.memory_id = r.memory_id AND m.org_id = r.org_id
+                                          AND m.status = 'pending_approval' AND m.decision_id = r.decision_id))
+                 LIMIT p_batch_size - coalesce(cardinality(v_batch), 0)
+                   FOR UPDATE SKIP LOCKED) AS b;
+        UPDATE memgov.approval_requests r
+           SET status = 'expired', decided_at = now(), decided_by = 'memgov', note = 'approval_ttl passed'
+          FROM unnest(v_ids, v_orgs) AS e (request_id, org_id)
+         WHERE r.request_id = e.request_id AND r.org_id = e.org_id;
+        GET DIAGNOSTICS v_deleted = ROW_COUNT;
+        -- a held INSERT that nobody approved goes with its request
+        DELETE FROM memgov.long_term_memory_items m
+         WHERE m.ctid = ANY ((SELECT v_batch)::tid[]);
         v_taken := v_deleted;
     ELSE
         RAISE EXCEPTION 'unknown sweep kind %', p_kind USING ERRCODE = '22023';

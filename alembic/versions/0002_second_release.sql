@@ -833,8 +833,7 @@ BEGIN
             SELECT ROW(w.org_id, w.decision_id, pg_catalog.array_agg(w.memory_id ORDER BY w.memory_id))::memgov.shared_decision
               FROM written w
              WHERE w.status OPERATOR(pg_catalog.=) 'active'
-             GROUP BY w.org_id, w.decision_id
-            HAVING pg_catalog.count(*) OPERATOR(pg_catalog.>) 1));
+             GROUP BY w.org_id, w.decision_id));
     END IF;
     RETURN NULL;
 END
@@ -906,8 +905,10 @@ BEGIN
     IF p_status <> 'approved' AND p_request.operation = 'remember' THEN
         DELETE FROM memgov.long_term_memory_items
          WHERE memory_id = p_request.memory_id AND org_id = p_request.org_id
-           AND status = 'pending_approval';
-        PERFORM memgov.drop_samples(p_request.org_id, ARRAY[p_request.memory_id]);
+           AND status = 'pending_approval' AND decision_id = p_request.decision_id;
+        IF FOUND THEN
+            PERFORM memgov.drop_samples(p_request.org_id, ARRAY[p_request.memory_id]);
+        END IF;
     END IF;
 END
 $function$;
@@ -982,7 +983,7 @@ BEGIN
     IF p_request.operation = 'remember' THEN
         SELECT * INTO v_row FROM memgov.long_term_memory_items
          WHERE memory_id = p_request.memory_id AND org_id = p_request.org_id
-           AND status = 'pending_approval'
+           AND status = 'pending_approval' AND decision_id = p_request.decision_id
            FOR UPDATE;
         IF NOT FOUND THEN
             RAISE EXCEPTION 'memgov: the memory of request % no longer exists', p_request.request_id
@@ -1016,6 +1017,26 @@ BEGIN
                                   'action', CASE v_status WHEN 'approved' THEN 'allow' ELSE 'deny' END,
                                   'policy_action', v_decision.action, 'decision_id', v_id,
                                   'memory_id', v_item.memory_id, 'request_id', p_request.request_id));
+END
+$function$;
+
+CREATE OR REPLACE FUNCTION memgov.held_insert_request(p_item memgov.long_term_memory_items)
+ RETURNS memgov.approval_requests
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+DECLARE
+    v_request  memgov.approval_requests;
+BEGIN
+    SELECT * INTO v_request FROM memgov.approval_requests r
+     WHERE r.memory_id = p_item.memory_id AND r.org_id = p_item.org_id
+       AND r.status = 'pending' AND r.operation = 'remember' AND r.decision_id = p_item.decision_id
+       FOR UPDATE;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'memgov: pending memory % has no open approval request', p_item.memory_id
+            USING ERRCODE = 'MG404';
+    END IF;
+    RETURN v_request;
 END
 $function$;
 
@@ -1344,6 +1365,169 @@ END
 $function$;
 
 GRANT EXECUTE ON FUNCTION memgov.approval_expired(memgov.approval_requests) TO memgov_admin;
+
+CREATE OR REPLACE FUNCTION memgov.sweep_batch(p_run_id bigint, p_kind text, p_batch_size integer)
+ RETURNS integer
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+DECLARE
+    v_batch    tid[];     -- the locked rows, and what the log says of each
+    v_ids      uuid[];
+    v_orgs     text[];
+    v_rules    text[];
+    v_taken    integer := 0;
+    v_deleted  integer := 0;
+    v_cursor   bigint;
+    v_blocks   bigint;
+    v_step     bigint;
+    v_path     text[];
+    v_cutoff   timestamptz;
+    v_bound    numeric;
+BEGIN
+    PERFORM memgov.check_lease();
+    IF p_kind = 'ttl' THEN
+        -- in expiry order, through the partial index on expires_at
+        SELECT array_agg(b.ctid), array_agg(b.memory_id), array_agg(b.org_id)
+          INTO v_batch, v_ids, v_orgs
+          FROM (SELECT d.ctid, d.memory_id, d.org_id FROM memgov.long_term_memory_items d
+                 WHERE memgov.ttl_due(d) AND NOT memgov.retention_held(d)
+                 ORDER BY d.expires_at
+                 LIMIT p_batch_size
+                   FOR UPDATE SKIP LOCKED) AS b;
+    ELSIF p_kind = 'confidence' THEN
+        -- the loosest grace of any active policy (or the default, for tenants that have
+        -- none) bounds the index scan; each row is then held to its own tenant's grace and floor
+        SELECT now() - least((memgov.setting_defaults() #>> '{retention,confidence_grace}')::interval,
+                             min(memgov.retention_interval(v.org_id, 'confidence_grace')))
+          INTO v_cutoff
+          FROM memgov.policy_versions v
+         WHERE v.active;
+        SELECT array_agg(b.ctid), array_agg(b.memory_id), array_agg(b.org_id)
+          INTO v_batch, v_ids, v_orgs
+          FROM (SELECT d.ctid, d.memory_id, d.org_id FROM memgov.long_term_memory_items d
+                 WHERE d.low_confidence_since <= v_cutoff
+                   AND memgov.confidence_due(d) AND NOT memgov.retention_held(d)
+                 ORDER BY d.low_confidence_since
+                 LIMIT p_batch_size
+                   FOR UPDATE SKIP LOCKED) AS b;
+    ELSIF p_kind = 'auto_delete' THEN
+        -- no active policy has an auto_delete rule: nothing to walk
+        IF NOT EXISTS (SELECT FROM memgov.memory_policy_rules r
+                         JOIN memgov.policy_versions v
+                           ON v.org_id = r.org_id AND v.version = r.policy_version
+                        WHERE v.active AND r.action = 'auto_delete') THEN
+            RETURN 0;
+        END IF;
+        -- auto_delete rules are arbitrary predicates: walk the table once per run in
+        -- physical order (a TID range scan), up to the size the table had when the walk
+        -- began. A batch reads at most four times p_batch_size rows' worth of blocks (reading
+        -- is cheap, a batch's commit and bookkeeping are not) and takes at most p_batch_size
+        -- of them; a full batch ends the step at the block of its last row
+        SELECT (r.summary ->> 'cursor')::bigint, (r.summary ->> 'blocks')::bigint
+          INTO v_cursor, v_blocks
+          FROM memgov.maintenance_runs r WHERE r.org_id = '*' AND r.run_id = p_run_id;
+        IF v_cursor IS NULL THEN
+            v_cursor := 0;
+            v_blocks := pg_relation_size('memgov.long_term_memory_items')
+                        / current_setting('block_size')::bigint;
+        END IF;
+        v_bound := memgov.auto_delete_confidence_bound();
+        SELECT greatest(1, ceil(4.0 * p_batch_size / CASE WHEN c.relpages > 0 AND c.reltuples > 0
+                                                    THEN c.reltuples / c.relpages ELSE 50 END))::bigint
+          INTO v_step
+          FROM pg_class c WHERE c.oid = 'memgov.long_term_memory_items'::regclass;
+        -- (the rule is named from the locked version of the row)
+        SELECT array_agg(b.ctid), array_agg(b.memory_id), array_agg(b.org_id), array_agg(b.rule_id)
+          INTO v_batch, v_ids, v_orgs, v_rules
+          FROM (SELECT d.ctid, d.memory_id, d.org_id, memgov.retention_rule(d) AS rule_id
+                  FROM memgov.long_term_memory_items d
+                 WHERE d.ctid >= ('(' || v_cursor || ',0)')::tid
+                   AND d.ctid < ('(' || (v_cursor + v_step) || ',0)')::tid
+                   AND (v_bound IS NULL OR d.confidence <= v_bound)
+                   AND memgov.auto_delete_due(d) AND NOT memgov.retention_held(d)
+                 LIMIT p_batch_size
+                   FOR UPDATE SKIP LOCKED) AS b;
+        -- a TID range scan returns rows in ctid order: a full batch resumes at its last row's
+        -- block (its rows are deleted below; the block's others are read again, so each full
+        -- batch moves on by p_batch_size deletions), any other ends the step
+        v_cursor := CASE WHEN cardinality(v_batch) >= p_batch_size
+                         THEN (v_batch[cardinality(v_batch)]::text::point)[0]::bigint
+                         ELSE v_cursor + v_step END;
+        UPDATE memgov.maintenance_runs
+           SET summary = summary || jsonb_build_object('cursor', v_cursor, 'blocks', v_blocks)
+         WHERE org_id = '*' AND run_id = p_run_id;
+    ELSIF p_kind = 'approvals' THEN
+        -- expired requests, each locked without waiting, and a held INSERT's with the pending row
+        -- its decision stored (decision_id), locked the same way: a request or row that a session
+        -- holds (a client's SELECT ... FOR UPDATE, a call inside its open transaction) waits for a
+        -- later run, and another pending row under the same memory_id is never this request's
+        SELECT array_agg(b.request_id), array_agg(b.org_id), array_agg(b.ctid)
+          INTO v_ids, v_orgs, v_batch
+          FROM (SELECT r.request_id, r.org_id, m.ctid
+                  FROM memgov.approval_requests r
+                  JOIN memgov.long_term_memory_items m
+                    ON m.memory_id = r.memory_id AND m.org_id = r.org_id
+                   AND m.status = 'pending_approval' AND m.decision_id = r.decision_id
+                 WHERE r.operation = 'remember' AND memgov.approval_expired(r)
+                 LIMIT p_batch_size
+                   FOR UPDATE OF r, m SKIP LOCKED) AS b;
+        -- the others: held updates, forgets and reads, and held INSERTs whose row is gone
+        SELECT coalesce(v_ids, '{}') || coalesce(array_agg(b.request_id), '{}'),
+               coalesce(v_orgs, '{}') || coalesce(array_agg(b.org_id), '{}')
+          INTO v_ids, v_orgs
+          FROM (SELECT r.request_id, r.org_id
+                  FROM memgov.approval_requests r
+                 WHERE memgov.approval_expired(r)
+                   AND (r.operation <> 'remember'
+                        OR NOT EXISTS (SELECT FROM memgov.long_term_memory_items m
+                                        WHERE m.memory_id = r.memory_id AND m.org_id = r.org_id
+                                          AND m.status = 'pending_approval' AND m.decision_id = r.decision_id))
+                 LIMIT p_batch_size - coalesce(cardinality(v_batch), 0)
+                   FOR UPDATE SKIP LOCKED) AS b;
+        UPDATE memgov.approval_requests r
+           SET status = 'expired', decided_at = now(), decided_by = 'memgov', note = 'approval_ttl passed'
+          FROM unnest(v_ids, v_orgs) AS e (request_id, org_id)
+         WHERE r.request_id = e.request_id AND r.org_id = e.org_id;
+        GET DIAGNOSTICS v_deleted = ROW_COUNT;
+        -- a held INSERT that nobody approved goes with its request
+        DELETE FROM memgov.long_term_memory_items m
+         WHERE m.ctid = ANY ((SELECT v_batch)::tid[]);
+        v_taken := v_deleted;
+    ELSE
+        RAISE EXCEPTION 'unknown sweep kind %', p_kind USING ERRCODE = '22023';
+    END IF;
+
+    IF p_kind <> 'approvals' THEN
+        -- the batch through a subquery, whose size the planner cannot see: it looks the tids up
+        -- (a TID scan); shown an array of thousands of tids, it would scan the whole table
+        DELETE FROM memgov.long_term_memory_items m
+         WHERE m.ctid = ANY ((SELECT v_batch)::tid[]);
+        GET DIAGNOSTICS v_deleted = ROW_COUNT;
+        IF v_deleted <> coalesce(cardinality(v_batch), 0) THEN
+            RAISE EXCEPTION 'memgov: the sweep deleted % of the % rows it had locked', v_deleted, cardinality(v_batch)
+                USING ERRCODE = 'XX000';
+        END IF;
+        -- the ids in order: the GIN index sorts a row's ids before it stores them, and a sorted
+        -- array costs that sort a single pass
+        INSERT INTO memgov.deletion_log (org_id, reason, rule_id, policy_version, run_id, memory_count, memory_ids)
+        SELECT b.org_id, p_kind, b.rule_id, memgov.policy_settings(b.org_id) ->> 'version', p_run_id,
+               count(*), array_agg(b.memory_id ORDER BY b.memory_id)
+          FROM unnest(v_ids, v_orgs, v_rules) AS b (memory_id, org_id, rule_id)
+         GROUP BY b.org_id, b.rule_id;
+        -- auto_delete: a full batch while blocks remain; the last one ends the walk
+        v_taken := CASE WHEN p_kind <> 'auto_delete' THEN v_deleted
+                        WHEN v_cursor < v_blocks THEN p_batch_size ELSE 0 END;
+    END IF;
+
+    v_path := CASE p_kind WHEN 'approvals' THEN ARRAY['expired', 'approvals'] ELSE ARRAY['deleted', p_kind] END;
+    UPDATE memgov.maintenance_runs
+       SET summary = jsonb_set(summary, v_path, to_jsonb(coalesce((summary #>> v_path)::bigint, 0) + v_deleted))
+     WHERE org_id = '*' AND run_id = p_run_id;
+    RETURN v_taken;
+END
+$function$;
 
 CREATE OR REPLACE FUNCTION memgov.apply_retention(memory_id uuid)
  RETURNS jsonb
@@ -2260,6 +2444,28 @@ BEGIN
 END
 $function$;
 
+CREATE OR REPLACE FUNCTION memgov.held_insert_request(p_item memgov.long_term_memory_items)
+ RETURNS memgov.approval_requests
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+DECLARE
+    v_request  memgov.approval_requests;
+BEGIN
+    SELECT * INTO v_request FROM memgov.approval_requests r
+     WHERE r.memory_id = p_item.memory_id AND r.org_id = p_item.org_id
+       AND r.status = 'pending' AND r.operation = 'remember'
+     ORDER BY r.requested_at
+     LIMIT 1
+       FOR UPDATE;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'memgov: pending memory % has no open approval request', p_item.memory_id
+            USING ERRCODE = 'MG404';
+    END IF;
+    RETURN v_request;
+END
+$function$;
+
 CREATE OR REPLACE FUNCTION memgov.govern_feedback_write(p_operation text, p_item memgov.long_term_memory_items)
  RETURNS memgov.write_outcome
  LANGUAGE plpgsql
@@ -2672,6 +2878,153 @@ END
 $function$;
 
 REVOKE EXECUTE ON FUNCTION memgov.approval_expired(memgov.approval_requests) FROM memgov_admin;
+
+CREATE OR REPLACE FUNCTION memgov.sweep_batch(p_run_id bigint, p_kind text, p_batch_size integer)
+ RETURNS integer
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+DECLARE
+    v_batch    tid[];     -- the locked rows, and what the log says of each
+    v_ids      uuid[];
+    v_orgs     text[];
+    v_rules    text[];
+    v_taken    integer := 0;
+    v_deleted  integer := 0;
+    v_cursor   bigint;
+    v_blocks   bigint;
+    v_step     bigint;
+    v_path     text[];
+    v_cutoff   timestamptz;
+    v_bound    numeric;
+BEGIN
+    PERFORM memgov.check_lease();
+    IF p_kind = 'ttl' THEN
+        -- in expiry order, through the partial index on expires_at
+        SELECT array_agg(b.ctid), array_agg(b.memory_id), array_agg(b.org_id)
+          INTO v_batch, v_ids, v_orgs
+          FROM (SELECT d.ctid, d.memory_id, d.org_id FROM memgov.long_term_memory_items d
+                 WHERE memgov.ttl_due(d) AND NOT memgov.retention_held(d)
+                 ORDER BY d.expires_at
+                 LIMIT p_batch_size
+                   FOR UPDATE SKIP LOCKED) AS b;
+    ELSIF p_kind = 'confidence' THEN
+        -- the loosest grace of any active policy (or the default, for tenants that have
+        -- none) bounds the index scan; each row is then held to its own tenant's grace and floor
+        SELECT now() - least((memgov.setting_defaults() #>> '{retention,confidence_grace}')::interval,
+                             min(memgov.retention_interval(v.org_id, 'confidence_grace')))
+          INTO v_cutoff
+          FROM memgov.policy_versions v
+         WHERE v.active;
+        SELECT array_agg(b.ctid), array_agg(b.memory_id), array_agg(b.org_id)
+          INTO v_batch, v_ids, v_orgs
+          FROM (SELECT d.ctid, d.memory_id, d.org_id FROM memgov.long_term_memory_items d
+                 WHERE d.low_confidence_since <= v_cutoff
+                   AND memgov.confidence_due(d) AND NOT memgov.retention_held(d)
+                 ORDER BY d.low_confidence_since
+                 LIMIT p_batch_size
+                   FOR UPDATE SKIP LOCKED) AS b;
+    ELSIF p_kind = 'auto_delete' THEN
+        -- no active policy has an auto_delete rule: nothing to walk
+        IF NOT EXISTS (SELECT FROM memgov.memory_policy_rules r
+                         JOIN memgov.policy_versions v
+                           ON v.org_id = r.org_id AND v.version = r.policy_version
+                        WHERE v.active AND r.action = 'auto_delete') THEN
+            RETURN 0;
+        END IF;
+        -- auto_delete rules are arbitrary predicates: walk the table once per run in
+        -- physical order (a TID range scan), up to the size the table had when the walk
+        -- began. A batch reads at most four times p_batch_size rows' worth of blocks (reading
+        -- is cheap, a batch's commit and bookkeeping are not) and takes at most p_batch_size
+        -- of them; a full batch ends the step at the block of its last row
+        SELECT (r.summary ->> 'cursor')::bigint, (r.summary ->> 'blocks')::bigint
+          INTO v_cursor, v_blocks
+          FROM memgov.maintenance_runs r WHERE r.org_id = '*' AND r.run_id = p_run_id;
+        IF v_cursor IS NULL THEN
+            v_cursor := 0;
+            v_blocks := pg_relation_size('memgov.long_term_memory_items')
+                        / current_setting('block_size')::bigint;
+        END IF;
+        v_bound := memgov.auto_delete_confidence_bound();
+        SELECT greatest(1, ceil(4.0 * p_batch_size / CASE WHEN c.relpages > 0 AND c.reltuples > 0
+                                                    THEN c.reltuples / c.relpages ELSE 50 END))::bigint
+          INTO v_step
+          FROM pg_class c WHERE c.oid = 'memgov.long_term_memory_items'::regclass;
+        -- (the rule is named from the locked version of the row)
+        SELECT array_agg(b.ctid), array_agg(b.memory_id), array_agg(b.org_id), array_agg(b.rule_id)
+          INTO v_batch, v_ids, v_orgs, v_rules
+          FROM (SELECT d.ctid, d.memory_id, d.org_id, memgov.retention_rule(d) AS rule_id
+                  FROM memgov.long_term_memory_items d
+                 WHERE d.ctid >= ('(' || v_cursor || ',0)')::tid
+                   AND d.ctid < ('(' || (v_cursor + v_step) || ',0)')::tid
+                   AND (v_bound IS NULL OR d.confidence <= v_bound)
+                   AND memgov.auto_delete_due(d) AND NOT memgov.retention_held(d)
+                 LIMIT p_batch_size
+                   FOR UPDATE SKIP LOCKED) AS b;
+        -- a TID range scan returns rows in ctid order: a full batch resumes at its last row's
+        -- block (its rows are deleted below; the block's others are read again, so each full
+        -- batch moves on by p_batch_size deletions), any other ends the step
+        v_cursor := CASE WHEN cardinality(v_batch) >= p_batch_size
+                         THEN (v_batch[cardinality(v_batch)]::text::point)[0]::bigint
+                         ELSE v_cursor + v_step END;
+        UPDATE memgov.maintenance_runs
+           SET summary = summary || jsonb_build_object('cursor', v_cursor, 'blocks', v_blocks)
+         WHERE org_id = '*' AND run_id = p_run_id;
+    ELSIF p_kind = 'approvals' THEN
+        WITH stale AS (
+            SELECT r.request_id, r.org_id FROM memgov.approval_requests r
+             WHERE memgov.approval_expired(r)
+             LIMIT p_batch_size
+               FOR UPDATE SKIP LOCKED
+        ), expired AS (
+            UPDATE memgov.approval_requests r
+               SET status = 'expired', decided_at = now(), decided_by = 'memgov', note = 'approval_ttl passed'
+              FROM stale
+             WHERE r.request_id = stale.request_id AND r.org_id = stale.org_id
+            RETURNING r.memory_id, r.org_id, r.operation
+        ), dropped AS (
+            -- a held INSERT that nobody approved goes with its request
+            DELETE FROM memgov.long_term_memory_items m USING expired e
+             WHERE e.operation = 'remember' AND m.memory_id = e.memory_id AND m.org_id = e.org_id
+               AND m.status = 'pending_approval'
+            RETURNING 1
+        )
+        SELECT count(*) INTO v_deleted FROM expired;
+        v_taken := v_deleted;
+    ELSE
+        RAISE EXCEPTION 'unknown sweep kind %', p_kind USING ERRCODE = '22023';
+    END IF;
+
+    IF p_kind <> 'approvals' THEN
+        -- the batch through a subquery, whose size the planner cannot see: it looks the tids up
+        -- (a TID scan); shown an array of thousands of tids, it would scan the whole table
+        DELETE FROM memgov.long_term_memory_items m
+         WHERE m.ctid = ANY ((SELECT v_batch)::tid[]);
+        GET DIAGNOSTICS v_deleted = ROW_COUNT;
+        IF v_deleted <> coalesce(cardinality(v_batch), 0) THEN
+            RAISE EXCEPTION 'memgov: the sweep deleted % of the % rows it had locked', v_deleted, cardinality(v_batch)
+                USING ERRCODE = 'XX000';
+        END IF;
+        -- the ids in order: the GIN index sorts a row's ids before it stores them, and a sorted
+        -- array costs that sort a single pass
+        INSERT INTO memgov.deletion_log (org_id, reason, rule_id, policy_version, run_id, memory_count, memory_ids)
+        SELECT b.org_id, p_kind, b.rule_id, memgov.policy_settings(b.org_id) ->> 'version', p_run_id,
+               count(*), array_agg(b.memory_id ORDER BY b.memory_id)
+          FROM unnest(v_ids, v_orgs, v_rules) AS b (memory_id, org_id, rule_id)
+         GROUP BY b.org_id, b.rule_id;
+        -- auto_delete: a full batch while blocks remain; the last one ends the walk
+        v_taken := CASE WHEN p_kind <> 'auto_delete' THEN v_deleted
+                        WHEN v_cursor < v_blocks THEN p_batch_size ELSE 0 END;
+    END IF;
+
+    v_path := CASE p_kind WHEN 'approvals' THEN ARRAY['expired', 'approvals'] ELSE ARRAY['deleted', p_kind] END;
+    UPDATE memgov.maintenance_runs
+       SET summary = jsonb_set(summary, v_path, to_jsonb(coalesce((summary #>> v_path)::bigint, 0) + v_deleted))
+     WHERE org_id = '*' AND run_id = p_run_id;
+    RETURN v_taken;
+END
+$function$;
 
 CREATE OR REPLACE FUNCTION memgov.apply_retention(memory_id uuid)
  RETURNS jsonb
