@@ -626,10 +626,11 @@ RETURNS trigger
 LANGUAGE plpgsql
 AS $$
 DECLARE
-    v_batch  text := pg_catalog.current_setting('memgov.batch', true);
+    v_batch  pg_catalog.text := pg_catalog.current_setting('memgov.batch', true);
 BEGIN
-    -- (every name and operator qualified, and no SET clause, which would cost each statement
-    -- 12k instructions: this runs as the statement's role, with its rights and search_path;
+    -- (every name, type and operator qualified, and no SET clause, which would cost each
+    -- statement 12k instructions: this runs as the statement's role, with its rights and
+    -- search_path, where a type of the client's pg_temp would come first;
     -- strpos of NULL is NULL, and NULL is not > 0)
     IF pg_catalog.strpos(v_batch, E'\x1e') OPERATOR(pg_catalog.>) 0 THEN
         PERFORM pg_catalog.set_config('memgov.batch', '', true);
