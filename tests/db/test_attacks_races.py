@@ -166,7 +166,8 @@ def test_denying_the_request_of_a_lost_upsert_leaves_the_held_row_it_lost_to(su,
     victim = insert(writer, item("held", fact_text="likes tea at the board meeting")).fetchone()[0]
     real = request_of(su, victim)
     held_row = rows_of(su, "long_term_memory_items")
-    assert rival.execute(upsert(item("held", memory_id=victim, fact_text="junk"), "ON CONFLICT DO NOTHING")).rowcount == 0
+    lost = rival.execute(upsert(item("held", memory_id=victim, fact_text="junk"), "ON CONFLICT DO NOTHING"))
+    assert lost.rowcount == 0
     phantom = requests_for(su, victim)[rival.info.user][0]
     reviewer.execute("SELECT memgov.deny(%s, 'junk')", (phantom,))
     assert rows_of(su, "long_term_memory_items") == held_row, "denying the rival's request removed another row"
@@ -279,13 +280,12 @@ def test_an_upsert_that_skips_its_first_row_logs_the_decision_it_took_for_it(su,
     existing = seed(su, "allowed")
     new = [uuid.uuid4(), uuid.uuid4()]
     values = [item("allowed", memory_id=i, fact_text=f"fact {n}") for n, i in enumerate([existing, *new])]
-    stmt = sql.SQL("INSERT INTO memgov.long_term_memory_items (memory_id, org_id, category, fact_text, source,"
-                   " confidence) VALUES {} ON CONFLICT DO NOTHING").format(  # fmt: skip
-        sql.SQL(", ").join(
-            sql.SQL("({})").format(sql.SQL(", ").join(sql.Literal(r[c]) for c in
-                                   ("memory_id", "org_id", "category", "fact_text", "source", "confidence")))  # fmt: skip
-            for r in values
-        )
+    columns = ("memory_id", "org_id", "category", "fact_text", "source", "confidence")
+    tuples = sql.SQL(", ").join(
+        sql.SQL("({})").format(sql.SQL(", ").join(sql.Literal(r[c]) for c in columns)) for r in values
+    )
+    stmt = sql.SQL("INSERT INTO memgov.long_term_memory_items ({}) VALUES {} ON CONFLICT DO NOTHING").format(
+        sql.SQL(", ").join(map(sql.Identifier, columns)), tuples
     )
     assert writer.execute(stmt).rowcount == 2
     (decision_id, memory_ids, count), *others = su.execute(
@@ -472,10 +472,11 @@ def test_the_statement_level_delete_refusal_has_no_way_around(su, login, logins)
         for statement in (
             sql.SQL("DELETE FROM pg_temp.mine"),
             sql.SQL("WITH gone AS (DELETE FROM memgov.long_term_memory_items RETURNING 1) SELECT count(*) FROM gone"),
-            sql.SQL("MERGE INTO memgov.long_term_memory_items m USING (SELECT {}::uuid AS id) s"
-                    " ON m.memory_id = s.id WHEN MATCHED THEN DELETE").format(sql.Literal(mine)),
+            sql.SQL(
+                "MERGE INTO memgov.long_term_memory_items m USING (SELECT {}::uuid AS id) s"
+                " ON m.memory_id = s.id WHEN MATCHED THEN DELETE"
+            ).format(sql.Literal(mine)),
         ):
             with refused(su, "42501", "MG403"):
                 conn.execute(statement)
     assert memory(su, mine) is not None
-

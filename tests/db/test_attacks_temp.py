@@ -27,7 +27,6 @@ from tests.attack_helpers import (
     ORG,
     OTHER,
     READ_POLICY,
-    Login,
     Logins,
     as_json,
     deploy_policies,
@@ -44,6 +43,7 @@ from tests.attack_helpers import (
 from tests.decision_cases import wipe
 
 TRIPWIRE = "TRIPWIRE"
+CATALOG_TYPES = "SELECT typname::text FROM pg_type WHERE typnamespace = 'pg_catalog'::regnamespace"
 
 
 @pytest.fixture
@@ -75,7 +75,7 @@ def lay_tripwires(conn: psycopg.Connection[Any], su: psycopg.Connection[Any]) ->
         "CREATE FUNCTION pg_temp.tripwire(p_what pg_catalog.text) RETURNS pg_catalog.bool LANGUAGE plpgsql"
         f" AS $$ BEGIN RAISE EXCEPTION '{TRIPWIRE} %', p_what; END $$"
     )
-    types = {r[0] for r in su.execute("SELECT typname::text FROM pg_type WHERE typnamespace = 'pg_catalog'::regnamespace")}
+    types = {r[0] for r in su.execute(CATALOG_TYPES)}
     reserved = {r[0] for r in su.execute("SELECT word FROM pg_get_keywords() WHERE catcode = 'R'")}
     laid = 0
     for word in sorted(routine_words(su) - reserved):
@@ -196,9 +196,11 @@ def test_a_large_object_is_outside_every_policy_and_private_to_the_login_that_ma
             with refused(su, "42501"):
                 login(logins.gwriter, OTHER).execute(attempt)
         # what another tenant does see: that it exists, and whose it is
-        owner = login(logins.gwriter, OTHER).execute(
-            "SELECT pg_get_userbyid(lomowner) FROM pg_largeobject_metadata WHERE oid = %s", (oid,)
-        ).fetchone()
+        owner = (
+            login(logins.gwriter, OTHER)
+            .execute("SELECT pg_get_userbyid(lomowner) FROM pg_largeobject_metadata WHERE oid = %s", (oid,))
+            .fetchone()
+        )
         assert owner == (logins.writer,)
         writer.execute(sql.SQL("GRANT SELECT ON LARGE OBJECT {} TO PUBLIC").format(sql.Literal(oid)))
         assert login(logins.gwriter, OTHER).execute("SELECT length(lo_get(%s))", (oid,)).fetchone() == (len(secret),)
