@@ -480,3 +480,18 @@ def test_the_statement_level_delete_refusal_has_no_way_around(su, login, logins)
             with refused(su, "42501", "MG403"):
                 conn.execute(statement)
     assert memory(su, mine) is not None
+
+
+def test_a_listener_in_an_open_transaction_keeps_the_notification_queue_from_trimming(su, login, logins, rival):
+    """Any login may LISTEN, with no memgov role: while it keeps a transaction open, what
+    other sessions NOTIFY (held writes notify their reviewers) stays queued for it; a full
+    queue fails every NOTIFY (docs/security.md, "What memgov cannot stop")."""
+    listener = login(logins.nobody, None)
+    listener.execute("LISTEN memgov_attack_queue")
+    listener.execute("BEGIN")
+    listener.execute("SELECT 1")
+    for _ in range(3):
+        rival.execute("SELECT pg_notify('memgov_attack_queue', repeat('x', 7000))")
+    insert(rival, item("held"))  # a held write notifies its tenant's approval channel
+    assert rival.execute("SELECT pg_notification_queue_usage()").fetchone()[0] > 0
+    listener.execute("COMMIT")
