@@ -109,6 +109,11 @@ SELECT memgov.remember(%(item)s);
 -- name: forget
 SELECT memgov.forget(%(memory_id)s::uuid);
 
+-- name: pin_search_path
+-- memgov test: its transaction resolves names as the engine's own functions do, whatever the
+-- caller's search_path (a compiled policy pins none: docs/security.md).
+SELECT pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true);
+
 -- name: memory_columns
 -- memgov test: the columns an item may name.
 SELECT attname::text FROM pg_catalog.pg_attribute
