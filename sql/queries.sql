@@ -57,6 +57,11 @@ SELECT pg_catalog.has_table_privilege('memgov_admin', %(table)s, 'SELECT') AS gr
 -- host's also holds the host's own (memgov_pg.migrate.locate tells them apart).
 SELECT version_num FROM {table} ORDER BY version_num;
 
+-- name: regex_check_timeout
+-- How long PostgreSQL may take to compile a policy's pattern (MAX_REGEX_COMPILE_MS), for the
+-- rest of the check's transaction or savepoint, which is then undone.
+SELECT pg_catalog.set_config('statement_timeout', %(timeout)s, true);
+
 -- name: check_regex
 -- Whether PostgreSQL can compile a policy's regex (raises 2201B when not).
 SELECT '' ~ %(pattern)s;
