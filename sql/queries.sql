@@ -655,6 +655,14 @@ SELECT (SELECT count(*) FROM memgov.tenant_grants) AS grants,
                                            r.oid, to_regrole(pg_catalog.quote_ident(g.role_name)), 'MEMBER'), false))
               ORDER BY 1) AS unbound_logins;
 
+-- name: policy_drift_installed
+SELECT to_regprocedure('memgov.policy_drift()') IS NOT NULL AS installed;
+
+-- name: policy_drift
+-- The deployed policy functions (and memgov.decide) whose live code is not what their
+-- deploy recorded: `memgov doctor` (policy-drift) and `memgov verify-log` (memgov_admin).
+SELECT org_id, version, function_name, problem FROM memgov.policy_drift();
+
 -- audit -----------------------------------------------------------------------------
 -- The sealed decision log (sql/080_audit.sql); memgov_pg/audit.py.
 
