@@ -2,7 +2,9 @@
 
 The log and its hash chain are SQL (sql/080_audit.sql): ``memgov.run_maintenance()``
 seals new rows, ``memgov.verify_decision_log()`` recomputes the chain. This
-module only asks for the verification and says what it found.
+module only asks for the verification and says what it found, with a note on the
+policy code that took the decisions: any deployed function that is not what its
+deploy recorded (``memgov.policy_drift()``, as ``memgov doctor`` reports it).
 
 An anchor (``SEAL_ID:HASH``) is a seal's hash kept outside the database: the
 chain proves that nothing changed since it was sealed only against those who
@@ -17,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .db import connect
+from .doctor import policy_drift
 from .errors import ExitCode, MemgovError
 from .resources import query
 from .retention import SchemaMissing, require_schema
@@ -62,8 +65,12 @@ def verify(dsn: str, anchor: Anchor | None = None) -> dict[str, Any]:
             query("verify_decision_log"),
             {"anchor_seal_id": anchor.seal_id if anchor else None, "anchor_hash": anchor.hash if anchor else None},
         ).fetchone()
+        drift = policy_drift(conn)
     assert row is not None
     report: dict[str, Any] = row[0]
+    # the chain says nothing of the code that decided: code that is not what its deploy
+    # recorded is noted beside it (None: a schema older than the comparison)
+    report["policy_drift"] = drift
     return report
 
 
@@ -76,6 +83,11 @@ def describe_break(found: dict[str, Any]) -> str:
         where.append(f"decision_id {found['decision_id']}")
     place = ", ".join(where) or "the log"
     return f"{place}: {found['problem']} ({found.get('detail') or 'differs from what was sealed'})"
+
+
+def _scope(drift: dict[str, Any]) -> str:
+    scope = "global" if drift["org_id"] == "*" else f"tenant {drift['org_id']}"
+    return f"{scope}, version {drift['version']}" if drift.get("version") else scope
 
 
 def _count(n: int, noun: str) -> str:
@@ -108,6 +120,16 @@ def report_lines(report: dict[str, Any]) -> list[str]:
         )
     else:
         lines.append("  no seal yet: `memgov retention run` (or the pg_cron job) seals the log")
+    drift = report.get("policy_drift")
+    if drift:
+        names = ", ".join(f"{d['function_name']} ({_scope(d)})" for d in drift[:3])
+        more = f" and {len(drift) - 3} more" if len(drift) > 3 else ""
+        lines.append(
+            f"  policy code CHANGED since its deploy: {names}{more}: it decides with code that no deploy "
+            "recorded (`memgov doctor` says what differs and how to restore it)"
+        )
+    elif drift is not None:
+        lines.append("  policy code: every deployed function is the code its deploy recorded")
     if report.get("anchor") == "archived":
         lines.append("  anchor: that seal was archived with its rows; its hash can no longer be checked")
     elif report.get("anchor") == "matched":

@@ -41,7 +41,7 @@ from .tenants import check_tenant_id, scope_text
 
 # 2: the sources: check decides writes only (remember, update, forget), never a read
 COMPILER_VERSION = "2"
-#: The line of a compiled decide body where memgov.rebuild_dispatch (sql/030_policy.sql)
+#: The line of a compiled decide body where memgov.decide_definition (sql/030_policy.sql)
 #: puts the routing to the tenants' policies when the body serves as memgov.decide.
 TENANT_ROUTING_MARKER = "    -- memgov:tenant-routing"
 

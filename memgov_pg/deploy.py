@@ -12,12 +12,13 @@ from typing import Any
 
 import psycopg
 from psycopg import errors
+from psycopg.pq import TransactionStatus
 from psycopg.types.json import Jsonb
 
 from .compiler import CompiledPolicy, compile_policy
 from .db import connect, first_line, resolve_dsn
 from .errors import MemgovError
-from .policy import Policy, PolicyError, RegexChecker, load_policy
+from .policy import MAX_REGEX_COMPILE_MS, Policy, PolicyError, RegexChecker, load_policy, regex_compile_problem
 from .resources import query, shipped_policy, shipped_policy_names
 from .tenants import GLOBAL, check_tenant_id
 
@@ -29,15 +30,30 @@ def scope_of(tenant: str | None) -> str:
     return GLOBAL if tenant is None else check_tenant_id(tenant)
 
 
+def _regex_verdict(exc: psycopg.Error) -> str | None:
+    """What a failed compile of a pattern says about it (None: an error about something else)."""
+    if isinstance(exc, errors.InvalidRegularExpression | errors.ProgramLimitExceeded):
+        return first_line(exc)
+    if isinstance(exc, errors.QueryCanceled) and "statement timeout" in (exc.diag.message_primary or ""):
+        return regex_compile_problem()
+    return None
+
+
 def pg_regex_checker(conn: psycopg.Connection[Any]) -> RegexChecker:
-    """Ask PostgreSQL whether it can compile a pattern (its regex flavour, not Python's)."""
+    """Ask PostgreSQL whether it can compile a pattern (its regex flavour, not Python's), within
+    :data:`~memgov_pg.policy.MAX_REGEX_COMPILE_MS` (a transaction of its own, always undone)."""
 
     def check(pattern: str) -> str | None:
         try:
             with conn.transaction():
+                conn.execute(query("regex_check_timeout"), {"timeout": f"{MAX_REGEX_COMPILE_MS}ms"})
                 conn.execute(query("check_regex"), {"pattern": pattern})
-        except (errors.InvalidRegularExpression, errors.ProgramLimitExceeded) as exc:
-            return first_line(exc)
+                raise psycopg.Rollback()  # the timeout goes with it
+        except psycopg.Error as exc:
+            verdict = _regex_verdict(exc)
+            if verdict is None:
+                raise
+            return verdict
         return None
 
     return check
@@ -113,18 +129,23 @@ def deployed(policy: Policy, compiled: CompiledPolicy) -> Deployed:
 
 def savepoint_regex_checker(conn: psycopg.Connection[Any]) -> RegexChecker:
     """Like :func:`pg_regex_checker`, inside the caller's transaction (a savepoint per
-    pattern): it never begins or commits a transaction of its own."""
+    pattern, always rolled back): it never begins or commits a transaction of its own."""
 
     def check(pattern: str) -> str | None:
         with conn.cursor() as cur:
             cur.execute("SAVEPOINT memgov_regex_check")
             try:
+                cur.execute(query("regex_check_timeout"), {"timeout": f"{MAX_REGEX_COMPILE_MS}ms"})
                 cur.execute(query("check_regex"), {"pattern": pattern})
-            except (errors.InvalidRegularExpression, errors.ProgramLimitExceeded) as exc:
-                cur.execute("ROLLBACK TO SAVEPOINT memgov_regex_check")
-                return first_line(exc)
+            except psycopg.Error as exc:
+                verdict = _regex_verdict(exc)
+                if verdict is None:
+                    raise
+                return verdict
             finally:
-                if conn.info.transaction_status == psycopg.pq.TransactionStatus.INTRANS:
+                if conn.info.transaction_status in (TransactionStatus.INTRANS, TransactionStatus.INERROR):
+                    # undoes the timeout too, which SET LOCAL would otherwise keep to the transaction's end
+                    cur.execute("ROLLBACK TO SAVEPOINT memgov_regex_check")
                     cur.execute("RELEASE SAVEPOINT memgov_regex_check")
         return None
 

@@ -1,9 +1,11 @@
 """`memgov doctor`: what in a database's configuration lets a client get around memgov.
 
-Read-only: it reads the catalogs (and ``memgov.tenant_grants``) and reports one
-finding per line, each with a severity and the statement or command that fixes
-it. Run it as a superuser (or a role that may read ``memgov.tenant_grants``
-and pg_cron's ``cron.job``).
+It changes nothing: it reads the catalogs (and ``memgov.tenant_grants``), compares
+the policy code with its record (``memgov.policy_drift()``, which creates a recorded
+definition only inside a subtransaction it undoes), and reports one finding per
+line, each with a severity and the statement or command that fixes it. Run it
+as a superuser (or a role that may read ``memgov.tenant_grants`` and pg_cron's
+``cron.job``).
 
 Severities: ``error`` (a client can get around the policy, a tenant or the
 log), ``warning`` (memgov's guarantees lean on something missing: a scheduled
@@ -262,6 +264,69 @@ def _is_compiled_policy(signature: str) -> bool:
     base = name.removesuffix("_explain").removesuffix("_retention")
     digest = base.removeprefix("policy_")
     return base.startswith("policy_") and len(digest) == 16 and all(c in "0123456789abcdef" for c in digest)
+
+
+def policy_drift(conn: psycopg.Connection[Any]) -> list[dict[str, Any]] | None:
+    """The deployed policy functions (and ``memgov.decide``) whose live code is not what
+    their deploy recorded (``memgov.policy_drift()``): ``org_id``, ``version``,
+    ``function_name``, ``problem`` each; None when the schema predates the check."""
+    installed = conn.execute(query("policy_drift_installed")).fetchone()
+    if not (installed and installed[0]):
+        return None
+    return _rows(conn, "policy_drift")
+
+
+def _literal(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
+def _scope(org_id: str) -> str:
+    return "the global policy" if org_id == "*" else f"tenant {org_id}"
+
+
+def check_policy_drift(conn: psycopg.Connection[Any]) -> Iterator[Finding]:
+    """A compiled policy function runs as memgov_policy for its tenant's decisions: its code
+    must be the code its deploy recorded (policy_versions.compiled_sql)."""
+    try:
+        drifted = policy_drift(conn)
+    except psycopg.errors.InsufficientPrivilege:
+        yield Finding(
+            "policy-drift",
+            WARNING,
+            "memgov.policy_drift()",
+            f"{conn.info.user} may not run memgov.policy_drift(): the policy code was not compared with its record",
+            "run memgov doctor as a superuser (or a member of memgov_admin)",
+        )
+        return
+    if drifted is None:
+        yield Finding(
+            "policy-drift",
+            INFO,
+            "memgov.policy_drift()",
+            "this memgov schema predates the comparison of policy code with its record",
+            "`memgov migrate`",
+        )
+        return
+    for row in drifted:
+        function, version = row["function_name"], row["version"]
+        deployed = f"policy version {version} of {_scope(row['org_id'])}" if version else "no active global policy"
+        fix = "find out who replaced it (only a superuser or memgov_owner can), then, as a superuser, "
+        if function == "memgov.decide":
+            fix += "SELECT memgov.rebuild_dispatch() (it regenerates it from the records)"
+        else:
+            fix += (
+                "run the recorded definition: SELECT (memgov.recorded_function(compiled_sql, "
+                f"{_literal(function.removeprefix('memgov.'))})).definition FROM memgov.policy_versions "
+                f"WHERE org_id = {_literal(row['org_id'])} AND version = {_literal(version)}"
+            )
+        yield Finding(
+            "policy-drift",
+            ERROR,
+            function,
+            f"{function} ({deployed}) is not the code its deploy recorded: {row['problem']}; "
+            "it decides with code no deploy, activation or policy_versions row shows",
+            fix,
+        )
 
 
 def check_owner_members(conn: psycopg.Connection[Any]) -> Iterator[Finding]:
@@ -573,6 +638,7 @@ def diagnose(dsn: str) -> Report:
         findings = [
             *check_replication_role(conn),
             *check_owners(conn),
+            *check_policy_drift(conn),
             *check_owner_members(conn),
             *check_client_attributes(clients),
             *check_search_path(conn),

@@ -156,6 +156,9 @@ def run(dsn: str, policy: str | Path, test_files: Sequence[str | Path]) -> list[
     cases = [case for path in test_files for case in load_cases(path)]
     with connect(dsn) as conn:
         try:
+            # the compiled functions pin no search_path (docs/security.md): in the engine they run
+            # under its own; here, under the same, never the caller's (that would reach its objects)
+            conn.execute(query("pin_search_path"))
             candidate = load_policy(read_policy(policy), filename=str(policy),
                                     regex_checker=savepoint_regex_checker(conn))  # fmt: skip
             compiled = compile_policy(candidate, f"{SCRATCH_TENANT}-{secrets.token_hex(8)}")

@@ -252,6 +252,106 @@ $body$$f$, v_decide, v_global_call);
 END
 $rebuild$;
 
+-- One compiled function as memgov.stage_policy recorded it in a version's compiled_sql:
+-- its definition (pg_get_functiondef's text, "CREATE OR REPLACE FUNCTION memgov.<name>("
+-- to the line after the body's closing quote) and its body; NULLs when the record holds
+-- none. The record is pg_get_functiondef's output, one statement after another; each
+-- body is quoted with "$function", as many x as keep that prefix out of the body, and "$",
+-- so the quote's next occurrence ends the body (plain string search: no pattern that a
+-- body could steer).
+CREATE FUNCTION memgov.recorded_function(p_compiled_sql text, p_function text,
+                                         OUT definition text, OUT body text)
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_head   constant text := format('CREATE OR REPLACE FUNCTION memgov.%I(', p_function);
+    v_rest   text := p_compiled_sql;
+    v_at     integer;
+    v_tag    text;
+    v_start  integer;
+    v_end    integer;
+BEGIN
+    WHILE v_rest <> '' LOOP
+        v_at := strpos(v_rest, E'\nAS $function');  -- the header (name, signature, options) holds no such line
+        EXIT WHEN v_at = 0;
+        v_tag := substring(substr(v_rest, v_at + 4, 200) FROM '^\$functionx*\$');
+        EXIT WHEN v_tag IS NULL;
+        v_start := v_at + 4 + length(v_tag);
+        v_end := strpos(substr(v_rest, v_start), v_tag);
+        EXIT WHEN v_end = 0;
+        IF starts_with(v_rest, v_head) THEN
+            definition := left(v_rest, v_start + v_end + length(v_tag) - 2) || E'\n';
+            body := substr(v_rest, v_start, v_end - 1);
+            RETURN;
+        END IF;
+        -- the next statement: after the closing quote and the ";" stage_policy wrote
+        v_rest := ltrim(substr(v_rest, v_start + v_end - 1 + length(v_tag)), E'\n;');
+    END LOOP;
+END
+$$;
+
+-- The statement that creates memgov.decide from the active versions: the body of the
+-- global policy's decide function as its deploy recorded it (policy_versions.compiled_sql,
+-- never the live function: what runs as the dispatcher is what was deployed), with the
+-- tenant overrides' routing after its marker line, in the layout pg_get_functiondef prints.
+-- Without a global policy, the routing and memgov.no_policy_decision(). A tenant's decide body
+-- holds the line `-- memgov:tenant-routing` once (TENANT_ROUTING_MARKER in memgov_pg/compiler.py).
+CREATE FUNCTION memgov.decide_definition()
+RETURNS text
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_marker   constant text := E'\n    -- memgov:tenant-routing\n';
+    v_routing  text;
+    v_global   record;
+    v_body     text;
+    v_at       integer;
+    v_quote    text := '$function';
+BEGIN
+    SELECT coalesce(string_agg(format(
+               E'    IF p_item.org_id = %L THEN\n        RETURN memgov.%I(p_item, p_operation, p_actor);\n    END IF;\n',
+               v.org_id, v.function_name), '' ORDER BY v.org_id COLLATE "C"), '')
+      INTO v_routing
+      FROM memgov.policy_versions v
+     WHERE v.active AND v.org_id <> '*';
+    SELECT v.version, v.function_name, v.compiled_sql INTO v_global
+      FROM memgov.policy_versions v WHERE v.active AND v.org_id = '*';
+    IF NOT FOUND THEN
+        v_body := E'\nBEGIN\n' || v_routing || E'    RETURN memgov.no_policy_decision();\nEND\n';
+    ELSE
+        v_body := (memgov.recorded_function(v_global.compiled_sql, v_global.function_name)).body;
+        IF v_body IS NULL THEN
+            RAISE EXCEPTION 'the recorded source of the active global policy % holds no decide function memgov.%',
+                            v_global.version, v_global.function_name
+                USING ERRCODE = 'MG500',
+                      HINT = 'its compiled_sql in memgov.policy_versions was changed outside memgov: deploy a new version';
+        END IF;
+        -- the routing goes right after the marker line, which a compiled body holds once (no
+        -- policy value spans lines: the compiler writes line breaks in literals as escapes);
+        -- plain string surgery: no pattern or replacement syntax that a tenant id could reach
+        IF length(v_body) - length(replace(v_body, v_marker, '')) <> length(v_marker) THEN
+            RAISE EXCEPTION 'the body of the active global policy (memgov.%) must hold the tenant routing marker line once',
+                            v_global.function_name
+                USING ERRCODE = 'MG500',
+                      HINT = 'it was not compiled by this memgov: bump version: in the policy file and deploy it';
+        END IF;
+        v_at := strpos(v_body, v_marker) + length(v_marker);
+        v_body := left(v_body, v_at - 1) || v_routing || substr(v_body, v_at);
+    END IF;
+    -- decide carries a compiled body: it runs as memgov_policy, like the compiled functions
+    -- (the quote as PostgreSQL chooses it: a prefix the body does not hold)
+    WHILE strpos(v_body, v_quote) > 0 LOOP
+        v_quote := v_quote || 'x';
+    END LOOP;
+    v_quote := v_quote || '$';
+    RETURN 'CREATE OR REPLACE FUNCTION memgov.decide(p_item memgov.long_term_memory_items, p_operation text, p_actor text)'
+        || E'\n RETURNS memgov.decision\n LANGUAGE plpgsql\n STABLE PARALLEL SAFE SECURITY DEFINER\nAS '
+        || v_quote || v_body || v_quote || E'\n';
+END
+$$;
+
 -- Regenerates the dispatchers from the active policy versions: decide,
 -- explain_decision, retention_rule, policy_settings (the feedback and
 -- retention settings of a tenant's active version, as constants),
@@ -268,7 +368,6 @@ LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $rebuild$
 DECLARE
-    v_decide     text := '';
     v_explain    text := '';
     v_retention  text := '';
     v_settings   text := '';
@@ -281,11 +380,7 @@ DECLARE
     v_configs      text := '';
     v_old_configs  text;
     v_body       text;
-    v_at         integer;
     v_version    record;
-    -- the line the compiler writes right after BEGIN of every decide body (TENANT_ROUTING_MARKER
-    -- in memgov_pg/compiler.py): where the tenants' routing goes when that body serves as decide
-    v_marker     constant text := E'\n    -- memgov:tenant-routing\n';
 BEGIN
     FOR v_version IN
         SELECT org_id, function_name, settings, memgov.policy_may_hold(org_id, version) AS holds
@@ -306,9 +401,6 @@ BEGIN
         v_settings := v_settings || format(
             E'    IF p_org_id = %L THEN\n        RETURN %L::jsonb;\n    END IF;\n',
             v_version.org_id, v_version.settings);
-        v_decide := v_decide || format(
-            E'    IF p_item.org_id = %L THEN\n        RETURN memgov.%I(p_item, p_operation, p_actor);\n    END IF;\n',
-            v_version.org_id, v_version.function_name);
         v_explain := v_explain || format(
             E'    IF p_item.org_id = %L THEN\n        RETURN memgov.%I(p_item, p_operation, p_actor);\n    END IF;\n',
             v_version.org_id, v_version.function_name || '_explain');
@@ -317,32 +409,9 @@ BEGIN
             v_version.org_id, v_version.function_name || '_retention');
     END LOOP;
 
-    -- memgov.decide carries the global policy's own body (one PL/pgSQL call per
-    -- row, not two), preceded by the tenant overrides' routing
-    IF v_global IS NULL THEN
-        v_body := E'\nBEGIN\n' || v_decide || E'    RETURN memgov.no_policy_decision();\nEND\n';
-    ELSE
-        SELECT p.prosrc INTO STRICT v_body FROM pg_catalog.pg_proc p
-         WHERE p.oid = format('memgov.%I(memgov.long_term_memory_items, text, text)', v_global)::regprocedure;
-        -- the routing goes right after the marker line, which a compiled body holds once (no
-        -- policy value spans lines: the compiler writes line breaks in literals as escapes);
-        -- plain string surgery: no pattern or replacement syntax that a tenant id could reach
-        IF length(v_body) - length(replace(v_body, v_marker, '')) <> length(v_marker) THEN
-            RAISE EXCEPTION 'the body of the active global policy (memgov.%) must hold the tenant routing marker line once',
-                            v_global
-                USING ERRCODE = 'MG500',
-                      HINT = 'it was not compiled by this memgov: bump version: in the policy file and deploy it';
-        END IF;
-        v_at := strpos(v_body, v_marker) + length(v_marker);
-        v_body := left(v_body, v_at - 1) || v_decide || substr(v_body, v_at);
-    END IF;
-    -- decide carries a compiled body: it runs as memgov_policy, like the compiled functions
-    EXECUTE format($f$
-CREATE OR REPLACE FUNCTION memgov.decide(p_item memgov.long_term_memory_items, p_operation text, p_actor text)
-RETURNS memgov.decision
-LANGUAGE plpgsql STABLE PARALLEL SAFE
-SECURITY DEFINER
-AS %L$f$, v_body);
+    -- memgov.decide carries the global policy's own body as recorded at its deploy (one
+    -- PL/pgSQL call per row, not two), preceded by the tenant overrides' routing
+    EXECUTE memgov.decide_definition();
     PERFORM memgov.hand_to_policy_role('memgov.decide(memgov.long_term_memory_items, text, text)');
 
     EXECUTE format($f$
@@ -552,7 +621,10 @@ $$;
 -- Installs a compiled policy version without activating it (what a shadow deployment and
 -- a replay decide with). The three bodies become memgov.<p_function_name>, _explain and
 -- _retention, with the signatures written here; PostgreSQL, not our compiler, has the
--- last word on each body. A version deployed before with the same content is left as it is.
+-- last word on each body. A version deployed before with the same content is left as it is;
+-- a name taken already (a function of that name, or another version's) is refused (MG409).
+-- compiled_sql records the three definitions as PostgreSQL prints them: what
+-- memgov.decide_definition and memgov.policy_drift read.
 CREATE FUNCTION memgov.stage_policy(
     p_org_id          text,
     p_version         text,
@@ -574,6 +646,7 @@ DECLARE
     v_existing   memgov.policy_versions;
     v_function   record;
     v_compiled   text := '';
+    v_taken      text;
 BEGIN
     -- one deploy at a time; concurrent writers keep using the old dispatchers until commit
     PERFORM memgov.lock_deploys();
@@ -594,6 +667,31 @@ BEGIN
                       HINT = 'bump `version:` in the policy file; deployed versions never change';
         END IF;
         RETURN p_version;
+    END IF;
+    -- a new version's functions are new: a name that exists already (in pg_proc, or recorded
+    -- for another version) would replace code that decides for another version, unrecorded
+    SELECT format('memgov.%s exists already%s', p.proname,
+                  coalesce(format(' (policy version %s of %s)', v.version,
+                                  CASE WHEN v.org_id = '*' THEN 'the global policy' ELSE 'tenant ' || v.org_id END),
+                           ''))
+      INTO v_taken
+      FROM pg_catalog.pg_proc p
+      LEFT JOIN memgov.policy_versions v ON v.function_name = p_function_name
+     WHERE p.pronamespace = 'memgov'::regnamespace
+       AND p.proname IN (p_function_name, p_function_name || '_explain', p_function_name || '_retention')
+     LIMIT 1;
+    IF NOT FOUND THEN
+        SELECT format('policy version %s of %s is recorded with it', v.version,
+                      CASE WHEN v.org_id = '*' THEN 'the global policy' ELSE 'tenant ' || v.org_id END)
+          INTO v_taken
+          FROM memgov.policy_versions v WHERE v.function_name = p_function_name
+         LIMIT 1;
+    END IF;
+    IF v_taken IS NOT NULL THEN
+        RAISE EXCEPTION 'the compiled function name % is taken: %', p_function_name, v_taken
+            USING ERRCODE = 'MG409',
+                  HINT = 'memgov names compiled functions after the tenant and the policy''s content: deploy with '
+                         '`memgov deploy` (or the statement `memgov compile` prints), which never reuses a name';
     END IF;
 
     FOR v_function IN
@@ -760,6 +858,113 @@ BEGIN
 END
 $$;
 
+-- How a live function of schema memgov differs from a definition (a "CREATE OR REPLACE
+-- FUNCTION memgov.<p_function>(" statement as pg_get_functiondef prints it): NULL when it
+-- does not. PostgreSQL decides what a definition is (alembic_utils' way): when the printed
+-- texts differ, the definition is created under a scratch name in a subtransaction that is
+-- undone, and the two are compared as PostgreSQL prints them, name aside. A read-only
+-- transaction cannot create it: there the printed texts must be equal.
+CREATE FUNCTION memgov.definition_drift(p_live regprocedure, p_function text, p_definition text)
+RETURNS text
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_head      constant text := format('CREATE OR REPLACE FUNCTION memgov.%I(', p_function);
+    v_scratch   constant text := 'drift_check_' || pg_backend_pid();
+    v_live      text;
+    v_recorded  text;
+BEGIN
+    IF p_definition IS NULL OR NOT starts_with(p_definition, v_head) THEN
+        RETURN 'its recorded definition is missing';
+    ELSIF p_live IS NULL THEN
+        RETURN 'the function is missing';
+    END IF;
+    v_live := pg_get_functiondef(p_live);
+    IF v_live = p_definition THEN
+        RETURN NULL;
+    ELSIF current_setting('transaction_read_only') = 'on' THEN
+        RETURN 'it differs from its recorded definition (as printed: a read-only transaction cannot create '
+               'the recorded one to compare)';
+    END IF;
+    BEGIN
+        EXECUTE format('CREATE FUNCTION memgov.%I(', v_scratch) || substr(p_definition, length(v_head) + 1);
+        SELECT pg_get_functiondef(p.oid) INTO STRICT v_recorded
+          FROM pg_catalog.pg_proc p
+         WHERE p.pronamespace = 'memgov'::regnamespace AND p.proname = v_scratch;
+        RAISE EXCEPTION USING ERRCODE = 'MG000';  -- undoes the scratch function
+    EXCEPTION
+        WHEN SQLSTATE 'MG000' THEN NULL;
+        WHEN OTHERS THEN
+            RETURN format('its recorded definition does not compile: %s', SQLERRM);
+    END;
+    IF substr(v_live, length(v_head) + 1)
+       IS DISTINCT FROM substr(v_recorded, length(format('CREATE OR REPLACE FUNCTION memgov.%I(', v_scratch)) + 1) THEN
+        RETURN 'its body or attributes differ from its recorded definition';
+    END IF;
+    RETURN NULL;
+END
+$$;
+
+-- The deployed policy functions whose live definition is not the one recorded at their
+-- deploy: each version's memgov.policy_<hash>, _explain and _retention against its
+-- compiled_sql, and memgov.decide against what the active versions' records make of it
+-- (memgov.decide_definition). One row per function that differs (org_id '*' and the active
+-- global version for decide); none when the code is what was deployed. What `memgov
+-- doctor` (check policy-drift) and `memgov verify-log` report.
+CREATE FUNCTION memgov.policy_drift()
+RETURNS TABLE (org_id text, version text, function_name text, problem text)
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_version   record;
+    v_function  record;
+    v_decide    text;
+BEGIN
+    FOR v_version IN
+        SELECT v.org_id, v.version, v.function_name, v.compiled_sql
+          FROM memgov.policy_versions v
+         ORDER BY v.org_id COLLATE "C", v.deployed_at, v.version COLLATE "C"
+    LOOP
+        FOR v_function IN
+            SELECT f.name, f.types
+              FROM (VALUES (v_version.function_name, 'memgov.long_term_memory_items, text, text'),
+                           (v_version.function_name || '_explain', 'memgov.long_term_memory_items, text, text'),
+                           (v_version.function_name || '_retention', 'memgov.long_term_memory_items'))
+                   AS f(name, types)
+        LOOP
+            org_id := v_version.org_id;
+            version := v_version.version;
+            function_name := 'memgov.' || v_function.name;
+            problem := memgov.definition_drift(
+                to_regprocedure(format('memgov.%I(%s)', v_function.name, v_function.types)), v_function.name,
+                (memgov.recorded_function(v_version.compiled_sql, v_function.name)).definition);
+            IF problem IS NOT NULL THEN
+                RETURN NEXT;
+            END IF;
+        END LOOP;
+    END LOOP;
+
+    org_id := '*';
+    function_name := 'memgov.decide';
+    SELECT v.version INTO version FROM memgov.policy_versions v WHERE v.org_id = '*' AND v.active;
+    BEGIN
+        v_decide := memgov.decide_definition();
+    EXCEPTION WHEN SQLSTATE 'MG500' THEN
+        problem := SQLERRM;
+        RETURN NEXT;
+        RETURN;
+    END;
+    problem := memgov.definition_drift(
+        to_regprocedure('memgov.decide(memgov.long_term_memory_items, text, text)'), 'decide', v_decide);
+    IF problem IS NOT NULL THEN
+        RETURN NEXT;
+    END IF;
+END
+$$;
+
 -- The item of a dry run, from JSON, in a tenant the caller may act in (42501 otherwise).
 CREATE FUNCTION memgov.dry_run_item(p_item jsonb)
 RETURNS memgov.long_term_memory_items
@@ -815,7 +1020,8 @@ GRANT EXECUTE ON FUNCTION
     memgov.install_policy(text, text, text, text, text, text, text, text, text, jsonb, jsonb),
     memgov.stage_policy(text, text, text, text, text, text, text, text, text, jsonb, jsonb),
     memgov.rollback_policy(text, text),
-    memgov.undeploy_policy(text, text)
+    memgov.undeploy_policy(text, text),
+    memgov.policy_drift()
     TO memgov_admin;
 GRANT EXECUTE ON FUNCTION memgov.evaluate(jsonb, text), memgov.explain(jsonb, text)
     TO memgov_writer, memgov_reviewer, memgov_admin;

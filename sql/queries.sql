@@ -57,6 +57,11 @@ SELECT pg_catalog.has_table_privilege('memgov_admin', %(table)s, 'SELECT') AS gr
 -- host's also holds the host's own (memgov_pg.migrate.locate tells them apart).
 SELECT version_num FROM {table} ORDER BY version_num;
 
+-- name: regex_check_timeout
+-- How long PostgreSQL may take to compile a policy's pattern (MAX_REGEX_COMPILE_MS), for the
+-- rest of the check's transaction or savepoint, which is then undone.
+SELECT pg_catalog.set_config('statement_timeout', %(timeout)s, true);
+
 -- name: check_regex
 -- Whether PostgreSQL can compile a policy's regex (raises 2201B when not).
 SELECT '' ~ %(pattern)s;
@@ -108,6 +113,11 @@ SELECT memgov.remember(%(item)s);
 
 -- name: forget
 SELECT memgov.forget(%(memory_id)s::uuid);
+
+-- name: pin_search_path
+-- memgov test: its transaction resolves names as the engine's own functions do, whatever the
+-- caller's search_path (a compiled policy pins none: docs/security.md).
+SELECT pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true);
 
 -- name: memory_columns
 -- memgov test: the columns an item may name.
@@ -644,6 +654,14 @@ SELECT (SELECT count(*) FROM memgov.tenant_grants) AS grants,
                                  WHERE coalesce(pg_catalog.pg_has_role(
                                            r.oid, to_regrole(pg_catalog.quote_ident(g.role_name)), 'MEMBER'), false))
               ORDER BY 1) AS unbound_logins;
+
+-- name: policy_drift_installed
+SELECT to_regprocedure('memgov.policy_drift()') IS NOT NULL AS installed;
+
+-- name: policy_drift
+-- The deployed policy functions (and memgov.decide) whose live code is not what their
+-- deploy recorded: `memgov doctor` (policy-drift) and `memgov verify-log` (memgov_admin).
+SELECT org_id, version, function_name, problem FROM memgov.policy_drift();
 
 -- audit -----------------------------------------------------------------------------
 -- The sealed decision log (sql/080_audit.sql); memgov_pg/audit.py.

@@ -100,10 +100,29 @@ def wipe(conn: psycopg.Connection[Any]) -> None:
     reset_policies(conn)
 
 
+#: Drops every compiled policy function (memgov.policy_<hash>, _explain, _retention).
+DROP_COMPILED = """
+DO $drop$
+DECLARE
+    v_function regprocedure;
+BEGIN
+    FOR v_function IN
+        SELECT p.oid::regprocedure FROM pg_catalog.pg_proc p
+         WHERE p.pronamespace = 'memgov'::regnamespace
+           AND p.proname ~ '^policy_[0-9a-f]{16}(_explain|_retention)?$'
+    LOOP
+        EXECUTE format('DROP FUNCTION %s', v_function);
+    END LOOP;
+END
+$drop$"""
+
+
 def reset_policies(conn: psycopg.Connection[Any]) -> None:
-    """Forget every deployed version (superuser; tests only)."""
+    """Forget every deployed version, and drop its functions (superuser; tests only): a
+    version deployed again is new (memgov.stage_policy refuses a function name that is taken)."""
     conn.execute("DELETE FROM memgov.policy_versions")
     conn.execute("SELECT memgov.rebuild_dispatch()")
+    conn.execute(DROP_COMPILED)
 
 
 def deploy_text(conn: psycopg.Connection[Any], text: str, filename: str, tenant: str | None) -> None:

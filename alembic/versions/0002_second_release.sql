@@ -157,13 +157,101 @@ BEGIN ATOMIC
  SELECT set_config('memgov.engine_write'::text, ''::text, true) AS set_config;
 END;
 
+CREATE OR REPLACE FUNCTION memgov.recorded_function(p_compiled_sql text, p_function text, OUT definition text, OUT body text)
+ RETURNS record
+ LANGUAGE plpgsql
+ IMMUTABLE PARALLEL SAFE
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $functionxx$
+DECLARE
+    v_head   constant text := format('CREATE OR REPLACE FUNCTION memgov.%I(', p_function);
+    v_rest   text := p_compiled_sql;
+    v_at     integer;
+    v_tag    text;
+    v_start  integer;
+    v_end    integer;
+BEGIN
+    WHILE v_rest <> '' LOOP
+        v_at := strpos(v_rest, E'\nAS $function');  -- the header (name, signature, options) holds no such line
+        EXIT WHEN v_at = 0;
+        v_tag := substring(substr(v_rest, v_at + 4, 200) FROM '^\$functionx*\$');
+        EXIT WHEN v_tag IS NULL;
+        v_start := v_at + 4 + length(v_tag);
+        v_end := strpos(substr(v_rest, v_start), v_tag);
+        EXIT WHEN v_end = 0;
+        IF starts_with(v_rest, v_head) THEN
+            definition := left(v_rest, v_start + v_end + length(v_tag) - 2) || E'\n';
+            body := substr(v_rest, v_start, v_end - 1);
+            RETURN;
+        END IF;
+        -- the next statement: after the closing quote and the ";" stage_policy wrote
+        v_rest := ltrim(substr(v_rest, v_start + v_end - 1 + length(v_tag)), E'\n;');
+    END LOOP;
+END
+$functionxx$;
+
+CREATE OR REPLACE FUNCTION memgov.decide_definition()
+ RETURNS text
+ LANGUAGE plpgsql
+ STABLE
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $functionx$
+DECLARE
+    v_marker   constant text := E'\n    -- memgov:tenant-routing\n';
+    v_routing  text;
+    v_global   record;
+    v_body     text;
+    v_at       integer;
+    v_quote    text := '$function';
+BEGIN
+    SELECT coalesce(string_agg(format(
+               E'    IF p_item.org_id = %L THEN\n        RETURN memgov.%I(p_item, p_operation, p_actor);\n    END IF;\n',
+               v.org_id, v.function_name), '' ORDER BY v.org_id COLLATE "C"), '')
+      INTO v_routing
+      FROM memgov.policy_versions v
+     WHERE v.active AND v.org_id <> '*';
+    SELECT v.version, v.function_name, v.compiled_sql INTO v_global
+      FROM memgov.policy_versions v WHERE v.active AND v.org_id = '*';
+    IF NOT FOUND THEN
+        v_body := E'\nBEGIN\n' || v_routing || E'    RETURN memgov.no_policy_decision();\nEND\n';
+    ELSE
+        v_body := (memgov.recorded_function(v_global.compiled_sql, v_global.function_name)).body;
+        IF v_body IS NULL THEN
+            RAISE EXCEPTION 'the recorded source of the active global policy % holds no decide function memgov.%',
+                            v_global.version, v_global.function_name
+                USING ERRCODE = 'MG500',
+                      HINT = 'its compiled_sql in memgov.policy_versions was changed outside memgov: deploy a new version';
+        END IF;
+        -- the routing goes right after the marker line, which a compiled body holds once (no
+        -- policy value spans lines: the compiler writes line breaks in literals as escapes);
+        -- plain string surgery: no pattern or replacement syntax that a tenant id could reach
+        IF length(v_body) - length(replace(v_body, v_marker, '')) <> length(v_marker) THEN
+            RAISE EXCEPTION 'the body of the active global policy (memgov.%) must hold the tenant routing marker line once',
+                            v_global.function_name
+                USING ERRCODE = 'MG500',
+                      HINT = 'it was not compiled by this memgov: bump version: in the policy file and deploy it';
+        END IF;
+        v_at := strpos(v_body, v_marker) + length(v_marker);
+        v_body := left(v_body, v_at - 1) || v_routing || substr(v_body, v_at);
+    END IF;
+    -- decide carries a compiled body: it runs as memgov_policy, like the compiled functions
+    -- (the quote as PostgreSQL chooses it: a prefix the body does not hold)
+    WHILE strpos(v_body, v_quote) > 0 LOOP
+        v_quote := v_quote || 'x';
+    END LOOP;
+    v_quote := v_quote || '$';
+    RETURN 'CREATE OR REPLACE FUNCTION memgov.decide(p_item memgov.long_term_memory_items, p_operation text, p_actor text)'
+        || E'\n RETURNS memgov.decision\n LANGUAGE plpgsql\n STABLE PARALLEL SAFE SECURITY DEFINER\nAS '
+        || v_quote || v_body || v_quote || E'\n';
+END
+$functionx$;
+
 CREATE OR REPLACE FUNCTION memgov.rebuild_dispatch()
  RETURNS void
  LANGUAGE plpgsql
  SET search_path TO 'pg_catalog', 'pg_temp'
 AS $function$
 DECLARE
-    v_decide     text := '';
     v_explain    text := '';
     v_retention  text := '';
     v_settings   text := '';
@@ -176,11 +264,7 @@ DECLARE
     v_configs      text := '';
     v_old_configs  text;
     v_body       text;
-    v_at         integer;
     v_version    record;
-    -- the line the compiler writes right after BEGIN of every decide body (TENANT_ROUTING_MARKER
-    -- in memgov_pg/compiler.py): where the tenants' routing goes when that body serves as decide
-    v_marker     constant text := E'\n    -- memgov:tenant-routing\n';
 BEGIN
     FOR v_version IN
         SELECT org_id, function_name, settings, memgov.policy_may_hold(org_id, version) AS holds
@@ -201,9 +285,6 @@ BEGIN
         v_settings := v_settings || format(
             E'    IF p_org_id = %L THEN\n        RETURN %L::jsonb;\n    END IF;\n',
             v_version.org_id, v_version.settings);
-        v_decide := v_decide || format(
-            E'    IF p_item.org_id = %L THEN\n        RETURN memgov.%I(p_item, p_operation, p_actor);\n    END IF;\n',
-            v_version.org_id, v_version.function_name);
         v_explain := v_explain || format(
             E'    IF p_item.org_id = %L THEN\n        RETURN memgov.%I(p_item, p_operation, p_actor);\n    END IF;\n',
             v_version.org_id, v_version.function_name || '_explain');
@@ -212,32 +293,9 @@ BEGIN
             v_version.org_id, v_version.function_name || '_retention');
     END LOOP;
 
-    -- memgov.decide carries the global policy's own body (one PL/pgSQL call per
-    -- row, not two), preceded by the tenant overrides' routing
-    IF v_global IS NULL THEN
-        v_body := E'\nBEGIN\n' || v_decide || E'    RETURN memgov.no_policy_decision();\nEND\n';
-    ELSE
-        SELECT p.prosrc INTO STRICT v_body FROM pg_catalog.pg_proc p
-         WHERE p.oid = format('memgov.%I(memgov.long_term_memory_items, text, text)', v_global)::regprocedure;
-        -- the routing goes right after the marker line, which a compiled body holds once (no
-        -- policy value spans lines: the compiler writes line breaks in literals as escapes);
-        -- plain string surgery: no pattern or replacement syntax that a tenant id could reach
-        IF length(v_body) - length(replace(v_body, v_marker, '')) <> length(v_marker) THEN
-            RAISE EXCEPTION 'the body of the active global policy (memgov.%) must hold the tenant routing marker line once',
-                            v_global
-                USING ERRCODE = 'MG500',
-                      HINT = 'it was not compiled by this memgov: bump version: in the policy file and deploy it';
-        END IF;
-        v_at := strpos(v_body, v_marker) + length(v_marker);
-        v_body := left(v_body, v_at - 1) || v_decide || substr(v_body, v_at);
-    END IF;
-    -- decide carries a compiled body: it runs as memgov_policy, like the compiled functions
-    EXECUTE format($f$
-CREATE OR REPLACE FUNCTION memgov.decide(p_item memgov.long_term_memory_items, p_operation text, p_actor text)
-RETURNS memgov.decision
-LANGUAGE plpgsql STABLE PARALLEL SAFE
-SECURITY DEFINER
-AS %L$f$, v_body);
+    -- memgov.decide carries the global policy's own body as recorded at its deploy (one
+    -- PL/pgSQL call per row, not two), preceded by the tenant overrides' routing
+    EXECUTE memgov.decide_definition();
     PERFORM memgov.hand_to_policy_role('memgov.decide(memgov.long_term_memory_items, text, text)');
 
     EXECUTE format($f$
@@ -387,6 +445,110 @@ END
 $function$;
 GRANT EXECUTE ON FUNCTION memgov.activate_policy(text,text,boolean) TO memgov_admin;
 
+CREATE OR REPLACE FUNCTION memgov.stage_policy(p_org_id text, p_version text, p_sha256 text, p_mode text, p_function_name text, p_source_yaml text, p_decide_body text, p_explain_body text, p_retention_body text, p_settings jsonb, p_rules jsonb)
+ RETURNS text
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+DECLARE
+    v_existing   memgov.policy_versions;
+    v_function   record;
+    v_compiled   text := '';
+    v_taken      text;
+BEGIN
+    -- one deploy at a time; concurrent writers keep using the old dispatchers until commit
+    PERFORM memgov.lock_deploys();
+
+    IF p_org_id IS DISTINCT FROM '*' THEN
+        PERFORM memgov.check_tenant_id(p_org_id);
+    END IF;
+    IF p_function_name IS NULL OR p_function_name !~ '^policy_[0-9a-f]{16}$' THEN
+        RAISE EXCEPTION 'invalid compiled function name %', p_function_name USING ERRCODE = '22023';
+    END IF;
+
+    SELECT * INTO v_existing FROM memgov.policy_versions
+     WHERE org_id = p_org_id AND version = p_version;
+    IF FOUND THEN
+        IF v_existing.sha256 <> p_sha256 THEN
+            RAISE EXCEPTION 'policy version % is already deployed with different content', p_version
+                USING ERRCODE = 'MG409',
+                      HINT = 'bump `version:` in the policy file; deployed versions never change';
+        END IF;
+        RETURN p_version;
+    END IF;
+    -- a new version's functions are new: a name that exists already (in pg_proc, or recorded
+    -- for another version) would replace code that decides for another version, unrecorded
+    SELECT format('memgov.%s exists already%s', p.proname,
+                  coalesce(format(' (policy version %s of %s)', v.version,
+                                  CASE WHEN v.org_id = '*' THEN 'the global policy' ELSE 'tenant ' || v.org_id END),
+                           ''))
+      INTO v_taken
+      FROM pg_catalog.pg_proc p
+      LEFT JOIN memgov.policy_versions v ON v.function_name = p_function_name
+     WHERE p.pronamespace = 'memgov'::regnamespace
+       AND p.proname IN (p_function_name, p_function_name || '_explain', p_function_name || '_retention')
+     LIMIT 1;
+    IF NOT FOUND THEN
+        SELECT format('policy version %s of %s is recorded with it', v.version,
+                      CASE WHEN v.org_id = '*' THEN 'the global policy' ELSE 'tenant ' || v.org_id END)
+          INTO v_taken
+          FROM memgov.policy_versions v WHERE v.function_name = p_function_name
+         LIMIT 1;
+    END IF;
+    IF v_taken IS NOT NULL THEN
+        RAISE EXCEPTION 'the compiled function name % is taken: %', p_function_name, v_taken
+            USING ERRCODE = 'MG409',
+                  HINT = 'memgov names compiled functions after the tenant and the policy''s content: deploy with '
+                         '`memgov deploy` (or the statement `memgov compile` prints), which never reuses a name';
+    END IF;
+
+    FOR v_function IN
+        SELECT f.name, f.args, f.types, f.returns, f.body
+          FROM (VALUES
+                (p_function_name, 'p_item memgov.long_term_memory_items, p_operation text, p_actor text',
+                 'memgov.long_term_memory_items, text, text', 'memgov.decision', p_decide_body),
+                (p_function_name || '_explain', 'p_item memgov.long_term_memory_items, p_operation text, p_actor text',
+                 'memgov.long_term_memory_items, text, text', 'jsonb', p_explain_body),
+                (p_function_name || '_retention', 'p_item memgov.long_term_memory_items',
+                 'memgov.long_term_memory_items', 'text', p_retention_body)) AS f(name, args, types, returns, body)
+    LOOP
+        IF v_function.body IS NULL THEN
+            RAISE EXCEPTION 'the compiled policy has no body for %', v_function.name USING ERRCODE = '22023';
+        END IF;
+        BEGIN
+            EXECUTE format('CREATE OR REPLACE FUNCTION memgov.%I(%s) RETURNS %s '
+                           'LANGUAGE plpgsql STABLE PARALLEL SAFE SECURITY DEFINER AS %L',
+                           v_function.name, v_function.args, v_function.returns, v_function.body);
+        EXCEPTION WHEN OTHERS THEN
+            RAISE EXCEPTION 'PostgreSQL rejected the compiled policy %: %', p_version, SQLERRM
+                USING ERRCODE = 'MG500',
+                      HINT = 'this is a memgov compiler bug: run `memgov compile` and report the output';
+        END;
+        PERFORM memgov.hand_to_policy_role(format('memgov.%I(%s)', v_function.name, v_function.types)::regprocedure);
+        EXECUTE format('COMMENT ON FUNCTION memgov.%I(%s) IS %L', v_function.name, v_function.types,
+                       format('memgov policy %s (%s), sha256 %s', p_version, p_org_id, p_sha256));
+        v_compiled := v_compiled || pg_get_functiondef(
+            format('memgov.%I(%s)', v_function.name, v_function.types)::regprocedure) || E';\n\n';
+    END LOOP;
+
+    INSERT INTO memgov.policy_versions
+           (org_id, version, sha256, mode, function_name, source_yaml, compiled_sql, settings, deployed_by)
+    VALUES (p_org_id, p_version, p_sha256, p_mode, p_function_name, p_source_yaml, v_compiled,
+            p_settings, session_user);
+
+    INSERT INTO memgov.memory_policy_rules
+           (org_id, policy_version, rule_id, rule_key, position, category, condition, action,
+            priority, reason_codes, description)
+    SELECT p_org_id, p_version, r.rule_id, r.rule_key, r.position, r.category, r.condition,
+           r.action, r.priority, r.reason_codes, r.description
+      FROM jsonb_to_recordset(p_rules) AS r(rule_id text, rule_key text, position integer,
+           category text[], condition jsonb, action text, priority integer, reason_codes text[],
+           description text);
+    RETURN p_version;
+END
+$function$;
+
 CREATE OR REPLACE FUNCTION memgov.undeploy_policy(p_org_id text, p_version text)
  RETURNS text
  LANGUAGE plpgsql
@@ -439,6 +601,102 @@ BEGIN
     RETURN v_target;
 END
 $function$;
+
+CREATE OR REPLACE FUNCTION memgov.definition_drift(p_live regprocedure, p_function text, p_definition text)
+ RETURNS text
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+DECLARE
+    v_head      constant text := format('CREATE OR REPLACE FUNCTION memgov.%I(', p_function);
+    v_scratch   constant text := 'drift_check_' || pg_backend_pid();
+    v_live      text;
+    v_recorded  text;
+BEGIN
+    IF p_definition IS NULL OR NOT starts_with(p_definition, v_head) THEN
+        RETURN 'its recorded definition is missing';
+    ELSIF p_live IS NULL THEN
+        RETURN 'the function is missing';
+    END IF;
+    v_live := pg_get_functiondef(p_live);
+    IF v_live = p_definition THEN
+        RETURN NULL;
+    ELSIF current_setting('transaction_read_only') = 'on' THEN
+        RETURN 'it differs from its recorded definition (as printed: a read-only transaction cannot create '
+               'the recorded one to compare)';
+    END IF;
+    BEGIN
+        EXECUTE format('CREATE FUNCTION memgov.%I(', v_scratch) || substr(p_definition, length(v_head) + 1);
+        SELECT pg_get_functiondef(p.oid) INTO STRICT v_recorded
+          FROM pg_catalog.pg_proc p
+         WHERE p.pronamespace = 'memgov'::regnamespace AND p.proname = v_scratch;
+        RAISE EXCEPTION USING ERRCODE = 'MG000';  -- undoes the scratch function
+    EXCEPTION
+        WHEN SQLSTATE 'MG000' THEN NULL;
+        WHEN OTHERS THEN
+            RETURN format('its recorded definition does not compile: %s', SQLERRM);
+    END;
+    IF substr(v_live, length(v_head) + 1)
+       IS DISTINCT FROM substr(v_recorded, length(format('CREATE OR REPLACE FUNCTION memgov.%I(', v_scratch)) + 1) THEN
+        RETURN 'its body or attributes differ from its recorded definition';
+    END IF;
+    RETURN NULL;
+END
+$function$;
+
+CREATE OR REPLACE FUNCTION memgov.policy_drift()
+ RETURNS TABLE(org_id text, version text, function_name text, problem text)
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+DECLARE
+    v_version   record;
+    v_function  record;
+    v_decide    text;
+BEGIN
+    FOR v_version IN
+        SELECT v.org_id, v.version, v.function_name, v.compiled_sql
+          FROM memgov.policy_versions v
+         ORDER BY v.org_id COLLATE "C", v.deployed_at, v.version COLLATE "C"
+    LOOP
+        FOR v_function IN
+            SELECT f.name, f.types
+              FROM (VALUES (v_version.function_name, 'memgov.long_term_memory_items, text, text'),
+                           (v_version.function_name || '_explain', 'memgov.long_term_memory_items, text, text'),
+                           (v_version.function_name || '_retention', 'memgov.long_term_memory_items'))
+                   AS f(name, types)
+        LOOP
+            org_id := v_version.org_id;
+            version := v_version.version;
+            function_name := 'memgov.' || v_function.name;
+            problem := memgov.definition_drift(
+                to_regprocedure(format('memgov.%I(%s)', v_function.name, v_function.types)), v_function.name,
+                (memgov.recorded_function(v_version.compiled_sql, v_function.name)).definition);
+            IF problem IS NOT NULL THEN
+                RETURN NEXT;
+            END IF;
+        END LOOP;
+    END LOOP;
+
+    org_id := '*';
+    function_name := 'memgov.decide';
+    SELECT v.version INTO version FROM memgov.policy_versions v WHERE v.org_id = '*' AND v.active;
+    BEGIN
+        v_decide := memgov.decide_definition();
+    EXCEPTION WHEN SQLSTATE 'MG500' THEN
+        problem := SQLERRM;
+        RETURN NEXT;
+        RETURN;
+    END;
+    problem := memgov.definition_drift(
+        to_regprocedure('memgov.decide(memgov.long_term_memory_items, text, text)'), 'decide', v_decide);
+    IF problem IS NOT NULL THEN
+        RETURN NEXT;
+    END IF;
+END
+$function$;
+GRANT EXECUTE ON FUNCTION memgov.policy_drift() TO memgov_admin;
 
 CREATE OR REPLACE FUNCTION memgov.log_decision(p_operation text, p_memory_id uuid, p_org_id text, p_actor text, p_decision memgov.decision, p_fingerprint text DEFAULT NULL::text, p_returned integer DEFAULT NULL::integer, p_withheld integer DEFAULT NULL::integer)
  RETURNS bigint
@@ -1984,6 +2242,84 @@ END
 $function$;
 GRANT EXECUTE ON FUNCTION memgov.activate_policy(text,text) TO memgov_admin;
 
+CREATE OR REPLACE FUNCTION memgov.stage_policy(p_org_id text, p_version text, p_sha256 text, p_mode text, p_function_name text, p_source_yaml text, p_decide_body text, p_explain_body text, p_retention_body text, p_settings jsonb, p_rules jsonb)
+ RETURNS text
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+DECLARE
+    v_existing   memgov.policy_versions;
+    v_function   record;
+    v_compiled   text := '';
+BEGIN
+    -- one deploy at a time; concurrent writers keep using the old dispatchers until commit
+    PERFORM memgov.lock_deploys();
+
+    IF p_org_id IS DISTINCT FROM '*' THEN
+        PERFORM memgov.check_tenant_id(p_org_id);
+    END IF;
+    IF p_function_name IS NULL OR p_function_name !~ '^policy_[0-9a-f]{16}$' THEN
+        RAISE EXCEPTION 'invalid compiled function name %', p_function_name USING ERRCODE = '22023';
+    END IF;
+
+    SELECT * INTO v_existing FROM memgov.policy_versions
+     WHERE org_id = p_org_id AND version = p_version;
+    IF FOUND THEN
+        IF v_existing.sha256 <> p_sha256 THEN
+            RAISE EXCEPTION 'policy version % is already deployed with different content', p_version
+                USING ERRCODE = 'MG409',
+                      HINT = 'bump `version:` in the policy file; deployed versions never change';
+        END IF;
+        RETURN p_version;
+    END IF;
+
+    FOR v_function IN
+        SELECT f.name, f.args, f.types, f.returns, f.body
+          FROM (VALUES
+                (p_function_name, 'p_item memgov.long_term_memory_items, p_operation text, p_actor text',
+                 'memgov.long_term_memory_items, text, text', 'memgov.decision', p_decide_body),
+                (p_function_name || '_explain', 'p_item memgov.long_term_memory_items, p_operation text, p_actor text',
+                 'memgov.long_term_memory_items, text, text', 'jsonb', p_explain_body),
+                (p_function_name || '_retention', 'p_item memgov.long_term_memory_items',
+                 'memgov.long_term_memory_items', 'text', p_retention_body)) AS f(name, args, types, returns, body)
+    LOOP
+        IF v_function.body IS NULL THEN
+            RAISE EXCEPTION 'the compiled policy has no body for %', v_function.name USING ERRCODE = '22023';
+        END IF;
+        BEGIN
+            EXECUTE format('CREATE OR REPLACE FUNCTION memgov.%I(%s) RETURNS %s '
+                           'LANGUAGE plpgsql STABLE PARALLEL SAFE SECURITY DEFINER AS %L',
+                           v_function.name, v_function.args, v_function.returns, v_function.body);
+        EXCEPTION WHEN OTHERS THEN
+            RAISE EXCEPTION 'PostgreSQL rejected the compiled policy %: %', p_version, SQLERRM
+                USING ERRCODE = 'MG500',
+                      HINT = 'this is a memgov compiler bug: run `memgov compile` and report the output';
+        END;
+        PERFORM memgov.hand_to_policy_role(format('memgov.%I(%s)', v_function.name, v_function.types)::regprocedure);
+        EXECUTE format('COMMENT ON FUNCTION memgov.%I(%s) IS %L', v_function.name, v_function.types,
+                       format('memgov policy %s (%s), sha256 %s', p_version, p_org_id, p_sha256));
+        v_compiled := v_compiled || pg_get_functiondef(
+            format('memgov.%I(%s)', v_function.name, v_function.types)::regprocedure) || E';\n\n';
+    END LOOP;
+
+    INSERT INTO memgov.policy_versions
+           (org_id, version, sha256, mode, function_name, source_yaml, compiled_sql, settings, deployed_by)
+    VALUES (p_org_id, p_version, p_sha256, p_mode, p_function_name, p_source_yaml, v_compiled,
+            p_settings, session_user);
+
+    INSERT INTO memgov.memory_policy_rules
+           (org_id, policy_version, rule_id, rule_key, position, category, condition, action,
+            priority, reason_codes, description)
+    SELECT p_org_id, p_version, r.rule_id, r.rule_key, r.position, r.category, r.condition,
+           r.action, r.priority, r.reason_codes, r.description
+      FROM jsonb_to_recordset(p_rules) AS r(rule_id text, rule_key text, position integer,
+           category text[], condition jsonb, action text, priority integer, reason_codes text[],
+           description text);
+    RETURN p_version;
+END
+$function$;
+
 CREATE OR REPLACE FUNCTION memgov.undeploy_policy(p_org_id text, p_version text)
  RETURNS text
  LANGUAGE plpgsql
@@ -3117,7 +3453,15 @@ DROP FUNCTION memgov.drop_samples(text,uuid[]);
 
 DROP FUNCTION memgov.log_decision(text,uuid,text,text,memgov.decision,text,integer,integer);
 
+DROP FUNCTION memgov.policy_drift();
+
+DROP FUNCTION memgov.definition_drift(regprocedure,text,text);
+
 DROP FUNCTION memgov.activate_policy(text,text,boolean);
+
+DROP FUNCTION memgov.decide_definition();
+
+DROP FUNCTION memgov.recorded_function(text,text);
 
 DROP FUNCTION memgov.engine_writes_done();
 

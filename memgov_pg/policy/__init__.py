@@ -62,7 +62,14 @@ from .model import (
     SourceGrants,
     default_reason_code,
 )
-from .regex_checks import MAX_REGEX_LENGTH, RegexChecker, basic_regex_check, regex_cost_problem
+from .regex_checks import (
+    MAX_REGEX_COMPILE_MS,
+    MAX_REGEX_LENGTH,
+    RegexChecker,
+    basic_regex_check,
+    regex_compile_problem,
+    regex_cost_problem,
+)
 from .vocabulary import (
     ACTION_ALIASES,
     ACTIONS,
@@ -103,6 +110,7 @@ __all__ = [
     "FIELDS",
     "KNOWN_CATEGORIES",
     "MAX_DURATION_SECONDS",
+    "MAX_REGEX_COMPILE_MS",
     "MAX_REGEX_LENGTH",
     "METADATA_FIELD",
     "METADATA_KEY_RE",
@@ -149,6 +157,7 @@ __all__ = [
     "lookup_field",
     "parse_duration",
     "parse_time_value",
+    "regex_compile_problem",
     "regex_cost_problem",
     "validate_policy",
 ]

@@ -33,6 +33,19 @@ _STRUCTURAL_REGEX_ERRORS: Final = (
 
 #: The longest regex a policy may hold: patterns run on every governed write.
 MAX_REGEX_LENGTH: Final = 512
+#: How long PostgreSQL may take to compile a policy's pattern when the policy is checked
+#: against a database. Every session compiles a pattern again on its first decision (and
+#: on every one once more than 32 patterns are in use): a pattern whose bounded
+#: repetitions make that slow (``([a-m]*[n-z]*){1,255}#`` took 15 s) is refused.
+MAX_REGEX_COMPILE_MS: Final = 500
+
+
+def regex_compile_problem() -> str:
+    """The reason given for a pattern PostgreSQL did not compile within :data:`MAX_REGEX_COMPILE_MS`."""
+    return (
+        f"PostgreSQL takes more than {MAX_REGEX_COMPILE_MS} ms to compile it, and every session would pay that "
+        "on its first decision: repeat groups fewer times (a {m,n} copies its group n times)"
+    )
 
 
 def regex_cost_problem(pattern: str) -> str | None:

@@ -93,6 +93,8 @@ def test_a_populated_release_upgrades_to_head_and_keeps_governing(released):
                 (function,),
             ).fetchone()[0]
             assert body == compile_policy(load_policy(source), org_id).bodies[0], (org_id, function)
+        # and the code is what its record says (the upgrade rewrote both alike): no drift
+        assert su.execute("SELECT * FROM memgov.policy_drift()").fetchall() == []
 
     # the agent reads what the user confirmed: no redeploy needed
     with connect_login(dsn, "memgov_fixture_agent", "globex") as agent:
