@@ -156,6 +156,30 @@ def test_monitor_mode_forgets_and_logs_what_would_have_been_refused(su, writer):
     assert logged.fetchall() == [("deny", False, legal)]
 
 
+def test_a_shadowed_tenant_logs_each_forget_with_the_shadows_verdict(su, writer):
+    """A shadow records its verdict beside a decision of one memory: each forget keeps its own row."""
+    from memgov_pg.compiler import compile_policy
+    from memgov_pg.deploy import pg_regex_checker
+    from memgov_pg.policy import load_policy
+
+    candidate = load_policy(POLICY.format(version="2.0.0-candidate", description="candidate"),
+                            regex_checker=pg_regex_checker(su))  # fmt: skip
+    with su.transaction():
+        su.execute(compile_policy(candidate, "*").stage_sql())
+        su.execute("SELECT memgov.start_shadow('*', '2.0.0-candidate')")
+    ids = [seed(su, "allowed", subject_id=SUBJECT) for _ in range(2)] + [seed(su, "legal", subject_id=SUBJECT)]
+    assert forget_where(writer, {"subject_id": SUBJECT}) == {"forgotten": 2, "held": 0, "denied": 1, "pending": 0,
+                                                            "dry_run": False}  # fmt: skip
+    logged = su.execute(
+        "SELECT d.memory_id, d.memory_ids, s.candidate_action FROM memgov.decision_log d"
+        " JOIN memgov.shadow_decisions s ON s.decision_id = d.decision_id WHERE d.operation = 'forget'"
+    ).fetchall()  # fmt: skip
+    assert sorted((r[0], r[1], r[2]) for r in logged) == sorted(
+        [(m, None, "allow") for m in ids[:2]] + [(ids[2], None, "deny")]
+    )
+    assert su.execute("SELECT memory_ids FROM memgov.deletion_log").fetchall() == [(sorted(ids[:2]),)]
+
+
 BAD_FILTERS: dict[str, Any] = {
     "not_an_object": ["subject_id", SUBJECT],
     "a_string": "user-42",
