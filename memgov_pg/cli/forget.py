@@ -8,11 +8,17 @@ from typing import Any
 import click
 
 from ..db import resolve_dsn
-from ..errors import MemgovError, NotPermittedError
+from ..errors import ExitCode, MemgovError, NotPermittedError
 from .base import check_tenant, cli, dsn_option, emit, json_option
 
 #: the roles that may call memgov.forget_where
 FORGET_ROLES = "memgov_writer, memgov_reviewer or memgov_admin"
+
+
+class ScopeNeeded(MemgovError):
+    """A forget without a scope besides the tenant: a usage error (exit 2, like click's)."""
+
+    exit_code = ExitCode.USAGE
 
 
 @cli.command()
@@ -44,7 +50,10 @@ def forget(tenant: str, dry_run: bool, dsn: str | None, as_json: bool, **filters
     where = {key: (list(value) if key == "categories" else value)
              for key, value in filters.items() if value not in (None, ())}  # fmt: skip
     if not where.keys() & {"subject_id", "project_id", "agent_id", "session_id"}:
-        raise click.UsageError("name a scope besides the tenant: --subject, --project, --agent or --session")
+        raise ScopeNeeded(
+            "name a scope besides the tenant: --subject, --project, --agent or --session "
+            "(a tenant, categories or times alone would forget every subject's memories)"
+        )
     target = resolve_dsn(dsn)
     try:
         with SyncMemoryPolicyEngine.connect(target, org_id=tenant, max_size=1) as engine:

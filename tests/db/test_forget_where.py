@@ -295,8 +295,9 @@ def test_cli_forget_refuses_bad_input_in_one_line(su, memgov_dsn, logins):
     seed(su, "allowed", subject_id=SUBJECT)
     dsn = login_dsn(memgov_dsn, logins.writer)
     with unchanged(su, "memgov forget with bad input"):
-        no_scope = run_memgov("forget", "--tenant", ORG, "--dsn", dsn)
-        assert no_scope.returncode == 2 and "--subject" in no_scope.stderr and "Traceback" not in no_scope.stderr
+        no_scope = run_memgov("forget", "--tenant", ORG, "--category", "user_fact", "--dsn", dsn)
+        assert_one_line_error(no_scope, "--subject")
+        assert no_scope.returncode == 2
         bad_tenant = run_memgov("forget", "--tenant", "no such;tenant", "--subject", SUBJECT, "--dsn", dsn)
         assert bad_tenant.returncode == 2 and "Traceback" not in bad_tenant.stderr
         bad_time = run_memgov("forget", "--tenant", ORG, "--subject", SUBJECT, "--created-before", "soon",
@@ -307,3 +308,9 @@ def test_cli_forget_refuses_bad_input_in_one_line(su, memgov_dsn, logins):
                            login_dsn(memgov_dsn, logins.nobody))  # fmt: skip
         assert_one_line_error(other, "memgov_writer")
         assert other.returncode == 1
+        su.execute("SELECT memgov.grant_tenant(%s, %s)", (logins.bound, OTHER))
+        unbound = run_memgov("forget", "--tenant", ORG, "--subject", SUBJECT, "--json", "--dsn",
+                             login_dsn(memgov_dsn, logins.bound))  # fmt: skip
+        assert_one_line_error(unbound, "not bound to tenant acme", "42501")
+        assert unbound.returncode == 1 and unbound.stdout == ""
+        su.execute("SELECT memgov.revoke_tenant(%s, %s)", (logins.bound, OTHER))
