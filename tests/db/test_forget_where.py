@@ -5,6 +5,7 @@ filters, and `memgov forget` on the command line."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import uuid
 from typing import Any
@@ -13,7 +14,7 @@ import psycopg
 import pytest
 from psycopg.types.json import Jsonb
 
-from memgov_pg.engine import SyncMemoryPolicyEngine
+from memgov_pg.engine import MemoryPolicyEngine, SyncMemoryPolicyEngine
 from memgov_pg.errors import SQLError
 from tests.attack_helpers import (
     ORG,
@@ -273,6 +274,17 @@ def test_the_engine_forgets_in_its_tenant(su, memgov_dsn, login, logins):
             engine.forget_where({"categories": ["user_fact"]})
         assert info.value.sqlstate == "22023"
         assert engine.forget_where({"subject_id": SUBJECT}) == EXPECTED | {"dry_run": False}
+
+
+def test_the_async_engine_forgets_in_its_tenant(su, memgov_dsn, login, logins):
+    subject_memories(su, login(logins.writer))
+
+    async def scenario() -> tuple[dict[str, Any], dict[str, Any]]:
+        async with await MemoryPolicyEngine.connect(login_dsn(memgov_dsn, logins.writer), org_id=ORG) as engine:
+            return (await engine.forget_where({"subject_id": SUBJECT}, dry_run=True),
+                    await engine.forget_where({"subject_id": SUBJECT}))  # fmt: skip
+
+    assert asyncio.run(scenario()) == (EXPECTED | {"dry_run": True}, EXPECTED | {"dry_run": False})
 
 
 # -- the command line --------------------------------------------------------------------
