@@ -109,6 +109,10 @@ def test_each_memory_is_decided_as_a_forget_and_counted(su, writer):
     assert requests == [(made["held"][0],)]
     entries = su.execute("SELECT memory_id FROM memgov.quarantine WHERE operation = 'forget'").fetchall()
     assert entries == [(made["quarantined"][0],)]
+    # the sealed log verifies with the shared decision
+    su.execute("CALL memgov.run_maintenance()")
+    report = su.execute("SELECT memgov.verify_decision_log()").fetchone()[0]
+    assert report["ok"] and report["unsealed_rows"] == 0, report
 
 
 def test_a_dry_run_changes_nothing_and_counts_the_same(su, writer):
