@@ -61,12 +61,13 @@ PUBLIC_API: Final[tuple[str, ...]] = (
     "memgov.risk_assessment(text,boolean,boolean,text,text,text,jsonb)",
     "memgov.risk_assessment(text,text,text,text,text,jsonb)",
 )
-#: What a writer calls besides: the write path (remember, forget, and INSERT/UPDATE on
-#: the governed table, whose trigger decides), the dry runs, and its own tenant.
+#: What a writer calls besides: the write path (remember, forget, forget_where, and
+#: INSERT/UPDATE on the governed table, whose trigger decides), the dry runs, and its own tenant.
 WRITER_API: Final[tuple[str, ...]] = (
     *PUBLIC_API,
     "memgov.remember(jsonb)",
     "memgov.forget(uuid)",
+    "memgov.forget_where(jsonb,boolean)",
     "memgov.evaluate(jsonb,text)",
     "memgov.explain(jsonb,text)",
     "memgov.apply_retention(uuid)",

@@ -114,6 +114,17 @@ SELECT memgov.remember(%(item)s);
 -- name: forget
 SELECT memgov.forget(%(memory_id)s::uuid);
 
+-- name: forget_where
+-- Forgets every memory a filter matches, each decided as a forget (a dry run changes nothing).
+SELECT memgov.forget_where(%(filter)s::jsonb, %(dry_run)s::boolean);
+
+-- name: forget_caller
+-- Who the login is and whether it may forget (a member of memgov_writer, memgov_reviewer or
+-- memgov_admin; a superuser is a member of every role).
+SELECT session_user::text AS login,
+       pg_catalog.pg_has_role('memgov_writer', 'MEMBER') OR pg_catalog.pg_has_role('memgov_reviewer', 'MEMBER')
+       OR pg_catalog.pg_has_role('memgov_admin', 'MEMBER') AS may_forget;
+
 -- name: pin_search_path
 -- memgov test: its transaction resolves names as the engine's own functions do, whatever the
 -- caller's search_path (a compiled policy pins none: docs/security.md).
