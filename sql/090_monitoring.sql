@@ -121,11 +121,13 @@ WITH bounds AS (
     SELECT e.seal_id, e.xact_id, e.decision_id, e.sealed_at
       FROM ((SELECT 1 AS pick, s.seal_id, s.last_xact_id AS xact_id, s.last_decision_id AS decision_id, s.sealed_at
                FROM memgov.decision_log_seals s
+              WHERE s.org_id = '*'
               ORDER BY s.seal_id DESC
               LIMIT 1)
             UNION ALL
             (SELECT 2, a.last_seal_id, a.last_xact_id, a.last_decision_id, a.archived_at
                FROM memgov.decision_log_archives a
+              WHERE a.org_id = '*'
               ORDER BY a.archive_id DESC
               LIMIT 1)
             UNION ALL
@@ -149,7 +151,7 @@ COMMENT ON VIEW memgov.monitor_seal IS
     'The decision log''s seal lag: rows after the last seal, and the age of the oldest of them';
 
 -- Running shadows (index policy_shadows_running_idx) and what their candidate decided
--- (shadow_decisions by its primary key's shadow_id).
+-- (shadow_decisions by its primary key's shadow_id: a global shadow's are every tenant's).
 CREATE VIEW memgov.monitor_shadows AS
 SELECT s.org_id,
        s.version,
@@ -158,7 +160,7 @@ SELECT s.org_id,
        count(d.decision_id) AS decisions,
        count(d.decision_id) FILTER (WHERE d.candidate_action <> d.active_action) AS divergences
   FROM memgov.policy_shadows s
-  LEFT JOIN memgov.shadow_decisions d ON d.shadow_id = s.shadow_id AND d.org_id = s.org_id
+  LEFT JOIN memgov.shadow_decisions d ON d.shadow_id = s.shadow_id
  WHERE s.ended_at IS NULL
  GROUP BY s.org_id, s.shadow_id, s.version, s.started_at;
 COMMENT ON VIEW memgov.monitor_shadows IS 'Running shadows: their decisions so far and how many diverge';
