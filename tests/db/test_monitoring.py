@@ -234,7 +234,7 @@ def test_the_exporter_scrapes_the_views(memgov_dsn: str, monitor: str, written: 
             f"--extend.query-path={QUERIES}",
             "--disable-default-metrics",
             "--disable-settings-metrics",
-        ],  # fmt: skip
+        ],
         env=dict(os.environ, DATA_SOURCE_NAME=dsn),
         stdout=log,
         stderr=subprocess.STDOUT,
