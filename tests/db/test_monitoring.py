@@ -26,11 +26,12 @@ from memgov_pg.cluster import free_port
 from memgov_pg.compiler import compile_policy
 from memgov_pg.deploy import pg_regex_checker
 from memgov_pg.policy import load_policy
+from memgov_pg.resources import exporter_queries
 from tests.attack_helpers import ORG, POLICY, Logins, as_json, deploy_policies, insert, item, login_dsn
 from tests.decision_cases import wipe
 from tests.waiting import wait_for
 
-QUERIES = Path(__file__).resolve().parents[2] / "deploy" / "postgres_exporter" / "queries.yaml"
+QUERIES = exporter_queries()
 VIEWS = ("monitor_decisions", "monitor_approvals", "monitor_quarantine", "monitor_sweep", "monitor_seal",
          "monitor_shadows", "monitor_policies")  # fmt: skip
 EXPORTER = "prometheus-postgres-exporter"
@@ -165,7 +166,7 @@ def test_views_are_read_by_index(db_conn: psycopg.Connection[Any], written: dict
             assert "long_term_memory_items" not in plan, f"{view}:\n{plan}"
 
 
-def exporter_queries() -> dict[str, Any]:
+def queries_file() -> dict[str, Any]:
     queries = yaml.safe_load(QUERIES.read_text(encoding="utf-8"))
     assert isinstance(queries, dict) and queries
     return queries
@@ -176,7 +177,7 @@ def test_exporter_queries_run_as_pg_monitor(memgov_dsn: str, monitor: str, writt
     name, labels as text and gauges as numbers; together they cover every view."""
     read: set[str] = set()
     with psycopg.connect(login_dsn(memgov_dsn, monitor), autocommit=True) as conn:
-        for name, spec in exporter_queries().items():
+        for name, spec in queries_file().items():
             assert name.startswith("memgov_"), name
             read |= set(re.findall(r"memgov\.(monitor_\w+)", spec["query"]))
             cur = conn.execute(spec["query"])
