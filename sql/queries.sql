@@ -466,6 +466,19 @@ SET search_path = pg_catalog;
 -- Whether the database has a memgov schema (asked of the catalog: no USAGE needed).
 SELECT EXISTS (SELECT FROM pg_catalog.pg_namespace WHERE nspname = 'memgov') AS installed;
 
+-- name: doctor_monitoring_views
+-- The monitoring views (sql/090_monitoring.sql): whether each is there, and whether
+-- memgov_admin and pg_monitor may read it (pg_monitor through USAGE on schema memgov too).
+SELECT v.name,
+       c.oid IS NOT NULL AS present,
+       c.oid IS NOT NULL AND pg_catalog.has_table_privilege('memgov_admin', c.oid, 'SELECT') AS admin_reads,
+       c.oid IS NOT NULL AND pg_catalog.has_table_privilege('pg_monitor', c.oid, 'SELECT') AS monitor_reads,
+       pg_catalog.has_schema_privilege('pg_monitor', 'memgov', 'USAGE') AS monitor_uses_schema
+  FROM pg_catalog.unnest(%(views)s::text[]) WITH ORDINALITY AS v(name, n)
+  LEFT JOIN pg_catalog.pg_class c
+    ON c.relname = v.name AND c.relnamespace = 'memgov'::regnamespace AND c.relkind = 'v'
+ ORDER BY v.n;
+
 -- name: doctor_replication_role
 -- Grants of SET / ALTER SYSTEM on session_replication_role to non-superusers ('replica'
 -- switches memgov's triggers off), and the non-superuser logins each one reaches (the
