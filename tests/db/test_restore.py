@@ -14,7 +14,9 @@ cluster:
   keeps the counter.
 
 After each: the row counts are the source's (as of the point, for the second), verify-log
-is intact, a writer login's writes are decided by the same policy, and sealing continues.
+is intact, the writer login's attacks on the write path fail and change nothing, a held
+request is approved by another login, the writer's writes are decided by the same policy,
+sealing continues, and doctor reports no error.
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ from psycopg import conninfo, sql
 
 from memgov_pg.cluster import LocalCluster, free_port
 from memgov_pg.migrate import upgrade
-from tests.attack_helpers import ORG, deploy_policy, insert, item
+from tests.attack_helpers import ORG, OTHER, deploy_policy, insert, item, refused
 from tests.cli_helpers import run_memgov
 
 pytestmark = pytest.mark.slow
@@ -150,6 +152,32 @@ def seal(dsn: str) -> dict[str, Any]:
         return admin.execute("SELECT memgov.seal_decision_log()").fetchone()[0]  # type: ignore[index]
 
 
+WRITE_PATH_INTERNALS = ("govern_write", "govern", "apply_write", "approve_request", "enforce_write", "log_decision",
+                        "share_decision", "session_key", "engine_writes", "is_engine_write")  # fmt: skip
+
+
+def assert_write_path_attacks_fail(dsn: str) -> None:
+    """The writer login's attacks on the write path fail on the copy, and change nothing."""
+    with psycopg.connect(dsn, autocommit=True) as su, as_login(dsn, "writer") as writer:
+        request = su.execute("SELECT request_id FROM memgov.approval_requests WHERE status = 'pending' LIMIT 1")
+        attacks = {
+            "a write into another tenant": lambda: insert(writer, item("allowed", org=OTHER)),
+            "rewriting the decision log": lambda: writer.execute("UPDATE memgov.decision_log SET action = 'allow'"),
+            "deleting memories": lambda: writer.execute("DELETE FROM memgov.long_term_memory_items"),
+            "approving a held write": lambda: writer.execute("SELECT memgov.approve(%s)", request.fetchone()),
+            "switching triggers off": lambda: writer.execute("SET session_replication_role = replica"),
+        }
+        for attack in attacks.values():
+            with refused(su, "42501"):
+                attack()
+        internals = su.execute(
+            "SELECT p.oid::regprocedure::text FROM pg_proc p WHERE p.pronamespace = 'memgov'::regnamespace "
+            "AND p.proname = ANY (%s) AND has_function_privilege(%s, p.oid, 'EXECUTE')",
+            (list(WRITE_PATH_INTERNALS), login("writer")),
+        ).fetchall()
+        assert internals == []
+
+
 def assert_restored_copy_works(dsn: str, expected_counts: dict[str, int], expected: dict[str, Any]) -> None:
     """Counts, an intact log, the same decisions, and sealing that goes on."""
     assert counts(dsn) == expected_counts
@@ -157,6 +185,7 @@ def assert_restored_copy_works(dsn: str, expected_counts: dict[str, int], expect
     assert (code, report["ok"], report["counter_behind"]) == (0, True, None), text
     assert report["seals"] >= 1 and report["unsealed_rows"] >= 1, report
     assert "intact" in text.splitlines()[0]
+    assert_write_path_attacks_fail(dsn)
     # a held request of the source is approved on the copy (four eyes: the writer asked)
     with as_login(dsn, "reviewer2") as reviewer:
         request = reviewer.execute(
