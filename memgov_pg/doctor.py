@@ -626,6 +626,28 @@ def check_monitoring(conn: psycopg.Connection[Any]) -> Iterator[Finding]:
             )
 
 
+def check_xid_counter(conn: psycopg.Connection[Any]) -> Iterator[Finding]:
+    """A logical copy (pg_restore into another cluster) whose transaction counter is behind the seals."""
+    from .audit import counter_behind, counter_problem, counter_remedy
+
+    try:
+        behind = counter_behind(conn)
+    except (psycopg.errors.UndefinedTable, psycopg.errors.UndefinedColumn):
+        return  # a schema without the sealed log: `memgov migrate` is reported elsewhere
+    except psycopg.errors.InsufficientPrivilege:
+        yield Finding(
+            "xid-counter",
+            WARNING,
+            "memgov.decision_log",
+            f"{conn.info.user} may not read the decision log and its seals: the transaction counter was not "
+            "compared with them",
+            "run memgov doctor as a superuser (or a member of memgov_admin)",
+        )
+        return
+    if behind is not None:
+        yield Finding("xid-counter", ERROR, "memgov.decision_log", counter_problem(behind), counter_remedy(behind))
+
+
 def check_tenant_binding(conn: psycopg.Connection[Any], clients: Sequence[dict[str, Any]]) -> Iterator[Finding]:
     """Binding is optional: without it a client acts in whatever tenant its session names."""
     try:
@@ -709,6 +731,7 @@ def diagnose(dsn: str) -> Report:
             *check_pg_cron(dsn, conn, database),
             *check_tenant_binding(conn, clients),
             *check_monitoring(conn),
+            *check_xid_counter(conn),
         ]
     order = {s: i for i, s in enumerate(SEVERITIES)}
     findings.sort(key=lambda f: order[f.severity])  # stable: checks keep their order within a severity

@@ -697,6 +697,24 @@ SELECT to_regprocedure('memgov.verify_decision_log(bigint, text)') IS NOT NULL A
 -- `memgov verify-log`: the hash chain recomputed, with an optional anchor (memgov_admin).
 SELECT memgov.verify_decision_log(%(anchor_seal_id)s::bigint, %(anchor_hash)s::text) AS report;
 
+-- name: xid_counter_behind
+-- Whether this cluster's transaction counter is behind the decision log: a logical copy
+-- (pg_dump / pg_restore) carries the rows' xact_id and the seals' horizon into a cluster
+-- whose counter starts lower. needed_xact_id is the first transaction id a new row may take
+-- (past the last seal's horizon, the last archive's last row and every row in the log);
+-- NULL when the counter is past it, as on every cluster the log was written on.
+-- data_directory: NULL unless the caller may read it (pg_settings hides it from others).
+SELECT n.next_xact_id,
+       CASE WHEN n.next_xact_id < x.needed THEN x.needed END AS needed_xact_id,
+       (SELECT s.setting FROM pg_catalog.pg_settings s WHERE s.name = 'data_directory') AS data_directory
+  FROM (SELECT pg_catalog.pg_snapshot_xmax(pg_catalog.pg_current_snapshot())::text::bigint AS next_xact_id) AS n
+ CROSS JOIN LATERAL (
+       SELECT greatest(
+                  (SELECT s.horizon_xact_id FROM memgov.decision_log_seals s ORDER BY s.seal_id DESC LIMIT 1),
+                  (SELECT a.last_xact_id + 1 FROM memgov.decision_log_archives a ORDER BY a.archive_id DESC LIMIT 1),
+                  (SELECT max(d.xact_id) + 1 FROM memgov.decision_log d WHERE d.xact_id >= n.next_xact_id)
+              ) AS needed) AS x;
+
 -- name: schema_routines
 -- Every routine of schema memgov as PostgreSQL prints it, in creation order, for
 -- scripts/revision-sql (memgov_pg/revisions.py). Compiled policies are data, not schema.

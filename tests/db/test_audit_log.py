@@ -560,7 +560,7 @@ def test_verify_log_reports_an_intact_log(memgov_dsn, logins, su, admin, writer)
     report = json.loads(result.stdout)
     assert report | {"archived": None, "anchor": None} == {
         "ok": True, "seals": 1, "rows": 3, "first_break": None, "last_seal_id": 1, "last_hash": last_hash,
-        "unsealed_rows": 2, "archived": None, "anchor": None, "policy_drift": [],
+        "unsealed_rows": 2, "archived": None, "anchor": None, "policy_drift": [], "counter_behind": None,
     }  # fmt: skip
 
 
