@@ -94,6 +94,17 @@ def _count(n: int, noun: str) -> str:
     return f"{n} {noun}{'' if n == 1 else 's'}"
 
 
+def archive_line(run: dict[str, Any]) -> str:
+    """One archive run: what it removed, up to when, who ran it, and a cut younger than the floor."""
+    line = (
+        f"archive {run['archive_id']} at {run['archived_at']} by {run['login']}: "
+        f"{_count(run['rows'], 'row')} decided before {run['decided_before']}"
+    )
+    if run.get("below_floor"):
+        line += " -- YOUNGER than the archive_min_age floor: recent decisions were removed"
+    return line
+
+
 def report_lines(report: dict[str, Any]) -> list[str]:
     """What `memgov verify-log` prints."""
     lines = []
@@ -109,6 +120,7 @@ def report_lines(report: dict[str, Any]) -> list[str]:
             f"  archived: {_count(archived['rows'], 'row')} in {_count(archived['seals'], 'seal')} "
             f"({_count(archived['archives'], 'archive run')}); the chain goes on from the last one"
         )
+        lines += [f"    {archive_line(run)}" for run in archived.get("runs") or ()]
     lines.append(
         f"  not yet sealed: {_count(report['unsealed_rows'], 'row')} (the next `memgov retention run` seals them)"
     )

@@ -67,6 +67,8 @@ CREATE TABLE memgov.decision_log_archives (
     last_decision_id   bigint      NOT NULL,
     row_count          bigint      NOT NULL,
     last_hash          bytea       NOT NULL,
+    -- memgov.settings' archive_min_age when it ran (NULL: made before archival had a floor)
+    min_age            interval,
     PRIMARY KEY (org_id, archive_id),
     CHECK (last_seal_id >= first_seal_id)
 );
@@ -151,6 +153,29 @@ ALTER TABLE memgov.decision_log_seals    ENABLE ALWAYS TRIGGER refuse_change;
 ALTER TABLE memgov.decision_log_seals    ENABLE ALWAYS TRIGGER refuse_truncate;
 ALTER TABLE memgov.decision_log_archives ENABLE ALWAYS TRIGGER refuse_change;
 ALTER TABLE memgov.decision_log_archives ENABLE ALWAYS TRIGGER refuse_truncate;
+
+-- Archival's floor (archive_min_age) is lowered by a superuser only: memgov_admin may raise
+-- it, and change the other settings. Enabled ALWAYS, like the log's guards.
+CREATE FUNCTION memgov.guard_settings()
+RETURNS trigger
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF NEW.name = 'archive_min_age' AND NEW.value < OLD.value
+       AND NOT coalesce((SELECT r.rolsuper FROM pg_roles r WHERE r.rolname = session_user), false)
+       AND NOT coalesce((SELECT r.rolsuper FROM pg_roles r WHERE r.rolname = current_user), false) THEN
+        RAISE EXCEPTION 'memgov: only a superuser may lower archive_min_age (from % to % seconds)', OLD.value, NEW.value
+            USING ERRCODE = '42501',
+                  HINT = 'the floor keeps recent decisions from being archived; memgov_admin may only raise it';
+    END IF;
+    RETURN NEW;
+END
+$$;
+
+CREATE TRIGGER guard_settings BEFORE UPDATE ON memgov.settings
+    FOR EACH ROW EXECUTE FUNCTION memgov.guard_settings();
+ALTER TABLE memgov.settings ENABLE ALWAYS TRIGGER guard_settings;
 
 -- The sha256 of one log row: all its columns as jsonb, NULLs left out (a column added later,
 -- NULL in old rows, leaves their digests as they were). Timestamps print in the session's
@@ -335,6 +360,8 @@ DECLARE
     v_archives    integer := 0;
     v_arch_seals  bigint := 0;
     v_arch_rows   bigint := 0;
+    v_arch_runs   jsonb := '[]';
+    v_floor       interval;
     v_ids         bigint[];
     v_digests     bytea;
     v_stored      bigint;
@@ -376,6 +403,17 @@ BEGIN
             END IF;
         END IF;
         v_archives := v_archives + 1;
+        -- what it removed, up to when, by whom; a cut younger than the floor was (an archive
+        -- made before archival had one is measured against the default floor) is flagged
+        v_floor := coalesce(v_archive.min_age, make_interval(secs =>
+                       (memgov.setting_defaults() -> 'limits' ->> 'archive_min_age')::bigint));
+        v_arch_runs := v_arch_runs || jsonb_build_array(jsonb_build_object(
+            'archive_id', v_archive.archive_id, 'archived_at', v_archive.archived_at,
+            'archived_by', v_archive.archived_by, 'login', v_archive.archived_login,
+            'decided_before', v_archive.decided_before, 'rows', v_archive.row_count,
+            'first_seal_id', v_archive.first_seal_id, 'last_seal_id', v_archive.last_seal_id,
+            'min_age_seconds', extract(epoch FROM v_archive.min_age)::bigint,
+            'below_floor', v_floor > interval '0' AND v_archive.decided_before > v_archive.archived_at - v_floor));
         v_arch_seals := v_arch_seals + (v_archive.last_seal_id - v_archive.first_seal_id + 1);
         v_arch_rows := v_arch_rows + v_archive.row_count;
         v_next_seal := v_archive.last_seal_id + 1;
@@ -513,15 +551,18 @@ BEGIN
         'last_seal_id', v_last_id,
         'last_hash', encode(v_last_hash, 'hex'),
         'unsealed_rows', v_unsealed,
-        'archived', jsonb_build_object('archives', v_archives, 'seals', v_arch_seals, 'rows', v_arch_rows),
+        'archived', jsonb_build_object('archives', v_archives, 'seals', v_arch_seals, 'rows', v_arch_rows,
+                                       'runs', v_arch_runs),
         'anchor', v_anchor);
 END
 $$;
 
 -- Removes from the log the sealed rows decided before p_before: whole seals, the oldest first,
--- while every row of a seal was decided before it. Refuses (MG409) when the log does not
--- verify: archival never erases the evidence of a break. Records what it removed in
--- memgov.decision_log_archives; verification goes on from there. Export the rows first.
+-- while every row of a seal was decided before it. Refuses (22023) a cut younger than
+-- memgov.settings' archive_min_age (default 365 days), and (MG409) when the log does not
+-- verify: archival never erases recent decisions, nor the evidence of a break. Records what
+-- it removed, and the floor it ran under, in memgov.decision_log_archives; verification goes
+-- on from there. Export the rows first.
 CREATE FUNCTION memgov.archive_decision_log(p_before timestamptz)
 RETURNS jsonb
 LANGUAGE plpgsql
@@ -536,10 +577,18 @@ DECLARE
     v_rows      bigint;
     v_archive   bigint;
     v_deleted   bigint;
+    v_min_age   interval := make_interval(secs => memgov.engine_limit('archive_min_age'));
 BEGIN
     IF p_before IS NULL THEN
         RAISE EXCEPTION 'memgov: archive_decision_log needs a time: rows decided before it are archived'
             USING ERRCODE = '22023';
+    END IF;
+    IF v_min_age > interval '0' AND p_before > now() - v_min_age THEN  -- 0: no floor
+        RAISE EXCEPTION 'memgov: archive_decision_log refuses a cut at %, younger than archive_min_age (%): nothing archived',
+                        p_before, justify_hours(v_min_age)
+            USING ERRCODE = '22023',
+                  HINT = format('archive only what was decided before %s; a superuser may lower '
+                                'memgov.settings archive_min_age', now() - v_min_age);
     END IF;
     -- no seal is made while we archive
     LOCK TABLE memgov.decision_log_seals IN SHARE ROW EXCLUSIVE MODE;
@@ -565,9 +614,9 @@ BEGIN
     SELECT coalesce(max(a.archive_id), 0) + 1 INTO v_archive FROM memgov.decision_log_archives a;
     INSERT INTO memgov.decision_log_archives
            (archive_id, archived_by, decided_before, first_seal_id, last_seal_id, last_xact_id,
-            last_decision_id, row_count, last_hash)
+            last_decision_id, row_count, last_hash, min_age)
     VALUES (v_archive, memgov.invoker_role(), p_before, v_first, v_last.seal_id, v_last.last_xact_id,
-            v_last.last_decision_id, v_rows, v_last.seal_hash);
+            v_last.last_decision_id, v_rows, v_last.seal_hash, v_min_age);
     -- the guard triggers let this transaction delete what that record covers, and nothing else
     PERFORM set_config('memgov.archiving', v_archive::text, true);
     DELETE FROM memgov.decision_log d
@@ -590,6 +639,7 @@ $$;
 -- The chain is global, the log of every tenant: memgov_admin reads, seals, verifies, archives.
 REVOKE EXECUTE ON FUNCTION
     memgov.refuse_log_change(),
+    memgov.guard_settings(),
     memgov.chain_end(),
     memgov.decision_digest(memgov.decision_log),
     memgov.seal_hash(bytea, bigint, bigint, bigint, bigint, bigint, bigint[], bytea),

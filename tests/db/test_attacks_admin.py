@@ -1,0 +1,155 @@
+"""What an admin cannot erase or change without a trace (issue 27), as real logins.
+
+* Archival has a floor: ``memgov.archive_decision_log`` refuses a cut younger than
+  ``memgov.settings``' ``archive_min_age`` (default 365 days), so an admin cannot seal and
+  then archive the whole log; only a superuser lowers the floor; verify-log lists every
+  archive (rows, up to when, who) and flags a cut younger than the floor.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import psycopg
+import pytest
+
+from memgov_pg.audit import archive_line, report_lines
+from tests.attack_helpers import (
+    Login,
+    Logins,
+    deploy_policies,
+    insert,
+    item,
+    memgov_tables,
+    refused,
+    snapshot,
+)
+from tests.decision_cases import wipe
+
+YEAR = 365 * 24 * 3600
+
+
+@pytest.fixture
+def su(db_conn: psycopg.Connection[Any], logins: Logins) -> psycopg.Connection[Any]:
+    """The superuser: empty tables, the attack policy, archival's floor at its default."""
+    wipe(db_conn)
+    tables = memgov_tables(db_conn)
+    with db_conn.transaction():
+        db_conn.execute("SET LOCAL ROLE memgov_owner")
+        if "tenant_grants" in tables:
+            db_conn.execute("DELETE FROM memgov.tenant_grants")
+        db_conn.execute("UPDATE memgov.settings SET value = 65536 WHERE name = 'max_fact_text_bytes'")
+    db_conn.execute("UPDATE memgov.settings SET value = %s WHERE name = 'archive_min_age'", (YEAR,))
+    deploy_policies(db_conn)
+    return db_conn
+
+
+@pytest.fixture
+def admin(login: Login, logins: Logins) -> psycopg.Connection[Any]:
+    return login(logins.admin)
+
+
+def floor(su: psycopg.Connection[Any]) -> int:
+    row = su.execute("SELECT value FROM memgov.settings WHERE name = 'archive_min_age'").fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+def sealed_log(su: psycopg.Connection[Any], writer: psycopg.Connection[Any], admin: psycopg.Connection[Any]) -> int:
+    """Three decisions, sealed: how many rows the log holds."""
+    for _ in range(3):
+        insert(writer, item("allowed"))
+    admin.execute("SELECT memgov.seal_decision_log()")
+    row = su.execute("SELECT count(*) FROM memgov.decision_log").fetchone()
+    assert row is not None and row[0] >= 3
+    return int(row[0])
+
+
+# == archival has a floor ==================================================================
+
+
+def test_setting_defaults_hold_the_floor(su):
+    (defaults,) = su.execute("SELECT memgov.setting_defaults()").fetchone()
+    assert defaults["limits"]["archive_min_age"] == YEAR
+
+
+@pytest.mark.parametrize("cut", ["now() + interval '1 day'", "now()", "now() - interval '364 days'"])
+def test_admin_cannot_seal_and_archive_recent_decisions(su, writer, admin, cut):
+    rows = sealed_log(su, writer, admin)
+    with refused(su, "22023") as info:
+        admin.execute(f"SELECT memgov.archive_decision_log({cut})")
+    assert "younger than archive_min_age" in str(info.value)
+    assert su.execute("SELECT count(*) FROM memgov.decision_log").fetchone()[0] == rows
+
+
+def test_a_cut_older_than_the_floor_archives_and_verify_log_says_what(su, writer, admin):
+    sealed_log(su, writer, admin)
+    # nothing is that old: refused by nothing, removes nothing
+    result = admin.execute("SELECT memgov.archive_decision_log(now() - interval '400 days')").fetchone()[0]
+    assert result["archived_rows"] == 0
+    # a superuser lowers the floor; the archive records it, and verify-log lists the run
+    su.execute("UPDATE memgov.settings SET value = 0 WHERE name = 'archive_min_age'")
+    result = admin.execute("SELECT memgov.archive_decision_log(clock_timestamp())").fetchone()[0]
+    assert result["archived_rows"] >= 3
+    (report,) = admin.execute("SELECT memgov.verify_decision_log()").fetchone()
+    assert report["ok"] is True
+    (run,) = report["archived"]["runs"]
+    assert run["rows"] == result["archived_rows"] and run["login"] == admin.info.user
+    assert run["min_age_seconds"] == 0 and run["below_floor"] is False
+    assert run["decided_before"] and run["archived_at"]
+    text = "\n".join(report_lines(report | {"policy_drift": []}))
+    assert f"archive 1 at {run['archived_at']} by {admin.info.user}: {run['rows']} rows decided before" in text
+
+
+def test_a_cut_younger_than_the_floor_is_flagged():
+    run = {"archive_id": 3, "archived_at": "2026-12-04T10:00:00+00:00", "login": "ops", "rows": 12,
+           "decided_before": "2026-12-05T10:00:00+00:00", "below_floor": True}  # fmt: skip
+    assert archive_line(run) == (
+        "archive 3 at 2026-12-04T10:00:00+00:00 by ops: 12 rows decided before 2026-12-05T10:00:00+00:00"
+        " -- YOUNGER than the archive_min_age floor: recent decisions were removed"
+    )
+    assert "YOUNGER" not in archive_line(run | {"below_floor": False})
+
+
+@pytest.mark.parametrize("value", ["0", "3600", f"{YEAR} - 1"])
+def test_admin_cannot_lower_the_floor(su, admin, value):
+    with refused(su, "42501") as info:
+        admin.execute(f"UPDATE memgov.settings SET value = {value} WHERE name = 'archive_min_age'")
+    assert "only a superuser may lower archive_min_age" in str(info.value)
+    assert floor(su) == YEAR
+
+
+@pytest.mark.parametrize(
+    "attack",
+    [
+        "ALTER TABLE memgov.settings DISABLE TRIGGER guard_settings",
+        "DROP TRIGGER guard_settings ON memgov.settings",
+        "DELETE FROM memgov.settings WHERE name = 'archive_min_age'",
+        "UPDATE memgov.settings SET name = 'max_other_bytes' WHERE name = 'archive_min_age'",
+        "SET session_replication_role = replica",
+    ],
+)
+def test_admin_cannot_switch_the_floor_off(su, admin, attack):
+    with refused(su, "42501"):
+        admin.execute(attack)
+    assert floor(su) == YEAR
+
+
+def test_admin_may_raise_the_floor_and_a_superuser_lower_it(su, admin):
+    admin.execute("UPDATE memgov.settings SET value = %s WHERE name = 'archive_min_age'", (2 * YEAR,))
+    assert floor(su) == 2 * YEAR
+    su.execute("UPDATE memgov.settings SET value = 30 * 86400 WHERE name = 'archive_min_age'")
+    assert floor(su) == 30 * 86400
+
+
+def test_the_floor_is_a_snapshot_check_not_a_session_setting(su, writer, admin):
+    """No session setting the admin controls moves the floor: only memgov.settings does."""
+    rows = sealed_log(su, writer, admin)
+    before = snapshot(su)
+    with refused(su, "22023"):
+        with admin.transaction():
+            admin.execute("SET LOCAL TimeZone = 'Pacific/Kiritimati'")
+            admin.execute("SET LOCAL memgov.archiving = '1'")
+            admin.execute("SELECT memgov.archive_decision_log(now() - interval '1 day')")
+    assert snapshot(su) == before
+    assert su.execute("SELECT count(*) FROM memgov.decision_log").fetchone()[0] == rows
