@@ -1285,6 +1285,31 @@ BEGIN
 END
 $function$;
 
+CREATE OR REPLACE FUNCTION memgov.purge_quarantine(quarantine_id uuid)
+ RETURNS jsonb
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+DECLARE
+    v_entry     memgov.quarantine := memgov.held_quarantine(purge_quarantine.quarantine_id);
+    v_actor     text := memgov.check_reviewer(v_entry.quarantined_login, v_entry.quarantined_by);
+    v_decision  memgov.decision := jsonb_populate_record(NULL::memgov.decision, v_entry.decision);
+    v_id        bigint;
+BEGIN
+    v_decision.action := 'deny';
+    v_decision.reason_codes := ARRAY['QUARANTINE_PURGED'];
+    v_decision.matched_rule_ids := coalesce(v_decision.matched_rule_ids, ARRAY[]::text[]);
+    v_decision.enforced := true;
+    v_id := memgov.log_decision(v_entry.operation::text, v_entry.memory_id, v_entry.org_id, v_actor, v_decision);
+    UPDATE memgov.quarantine AS q
+       SET status = 'purged', payload = jsonb_build_object('purged', true),
+           resolved_at = now(), resolved_by = v_actor, resolved_login = session_user
+     WHERE q.quarantine_id = v_entry.quarantine_id AND q.org_id = v_entry.org_id;
+    RETURN jsonb_build_object('quarantine_id', v_entry.quarantine_id, 'status', 'purged', 'decision_id', v_id);
+END
+$function$;
+
 CREATE OR REPLACE FUNCTION memgov.held_insert_request(p_item memgov.long_term_memory_items)
  RETURNS memgov.approval_requests
  LANGUAGE plpgsql
@@ -3139,6 +3164,23 @@ BEGIN
     PERFORM memgov.close_request(p_request, 'approved', v_actor, p_note);
     RETURN jsonb_build_object('request_id', p_request.request_id, 'status', 'approved',
                               'decision', memgov.decision_json(v_decision));
+END
+$function$;
+
+CREATE OR REPLACE FUNCTION memgov.purge_quarantine(quarantine_id uuid)
+ RETURNS jsonb
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+DECLARE
+    v_entry  memgov.quarantine := memgov.held_quarantine(purge_quarantine.quarantine_id);
+BEGIN
+    UPDATE memgov.quarantine AS q
+       SET status = 'purged', payload = jsonb_build_object('purged', true),
+           resolved_at = now(), resolved_by = memgov.invoker_role(), resolved_login = session_user
+     WHERE q.quarantine_id = v_entry.quarantine_id AND q.org_id = v_entry.org_id;
+    RETURN jsonb_build_object('quarantine_id', v_entry.quarantine_id, 'status', 'purged');
 END
 $function$;
 

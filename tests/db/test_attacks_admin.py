@@ -4,10 +4,13 @@
   ``memgov.settings``' ``archive_min_age`` (default 365 days), so an admin cannot seal and
   then archive the whole log; only a superuser lowers the floor; verify-log lists every
   archive (rows, up to when, who) and flags a cut younger than the floor.
+* Four eyes on purge: a writer+reviewer login cannot purge its own quarantined write (nor
+  a member of the writing login); another reviewer's purge logs a decision.
 """
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
 import psycopg
@@ -15,12 +18,14 @@ import pytest
 
 from memgov_pg.audit import archive_line, report_lines
 from tests.attack_helpers import (
+    ORG,
     Login,
     Logins,
     deploy_policies,
     insert,
     item,
     memgov_tables,
+    quarantine_of,
     refused,
     snapshot,
 )
@@ -153,3 +158,55 @@ def test_the_floor_is_a_snapshot_check_not_a_session_setting(su, writer, admin):
             admin.execute("SELECT memgov.archive_decision_log(now() - interval '1 day')")
     assert snapshot(su) == before
     assert su.execute("SELECT count(*) FROM memgov.decision_log").fetchone()[0] == rows
+
+
+# == four eyes on purge ====================================================================
+
+
+def quarantined(conn: psycopg.Connection[Any], su: psycopg.Connection[Any]) -> Any:
+    """A quarantined INSERT by ``conn``'s login: its quarantine id."""
+    memory_id = uuid.uuid4()
+    assert insert(conn, item("quarantined", memory_id=memory_id)).rowcount == 0
+    return quarantine_of(su, memory_id)
+
+
+def test_writer_reviewer_cannot_purge_its_own_quarantined_write(su, login, logins):
+    both = login(logins.both)
+    quarantine_id = quarantined(both, su)
+    with refused(su, "42501") as info:
+        both.execute("SELECT memgov.purge_quarantine(%s)", (quarantine_id,))
+    assert "cannot decide its own write" in str(info.value)
+
+
+def test_writer_reviewer_cannot_purge_its_own_quarantined_write_after_set_role(su, login, logins):
+    both = login(logins.both)
+    quarantine_id = quarantined(both, su)
+    both.execute("SET ROLE memgov_reviewer")
+    with refused(su, "42501"):
+        both.execute("SELECT memgov.purge_quarantine(%s)", (quarantine_id,))
+
+
+def test_a_member_of_the_writing_login_cannot_purge(su, writer, login, logins):
+    quarantine_id = quarantined(writer, su)
+    with refused(su, "42501"):
+        login(logins.puppet).execute("SELECT memgov.purge_quarantine(%s)", (quarantine_id,))
+
+
+def test_a_purge_by_another_reviewer_is_logged(su, writer, reviewer, logins):
+    quarantine_id = quarantined(writer, su)
+    (entry,) = su.execute(
+        "SELECT memory_id, decision FROM memgov.quarantine WHERE quarantine_id = %s", (quarantine_id,)
+    ).fetchall()
+    (result,) = reviewer.execute("SELECT memgov.purge_quarantine(%s)", (quarantine_id,)).fetchone()
+    assert result["status"] == "purged" and result["decision_id"] is not None
+    logged = su.execute(
+        "SELECT operation, memory_id, org_id, action, reason_codes, matched_rule_ids, policy_version, enforced,"
+        " actor, login FROM memgov.decision_log WHERE decision_id = %s",
+        (result["decision_id"],),
+    ).fetchone()
+    assert logged == (
+        "remember", entry[0], ORG, "deny", ["QUARANTINE_PURGED"], entry[1]["matched_rule_ids"],
+        entry[1]["policy_version"], True, logins.reviewer, logins.reviewer,
+    )  # fmt: skip
+    (status,) = su.execute("SELECT status FROM memgov.quarantine WHERE quarantine_id = %s", (quarantine_id,)).fetchone()
+    assert status == "purged"
