@@ -110,8 +110,11 @@ def report_lines(report: dict[str, Any]) -> list[str]:
     lines = []
     archived = report.get("archived") or {}
     seals, rows = _count(report["seals"], "seal"), _count(report["rows"], "row")
+    settings = report.get("settings_changes") or {}
     if report["ok"]:
         lines.append(f"decision log intact: {seals} over {rows} verified")
+    elif report.get("first_break") is None:
+        lines.append(f"decision log intact: {seals} over {rows} verified; the record of settings changes is not")
     else:
         lines.append(f"decision log BROKEN at {describe_break(report['first_break'])}")
         lines.append(f"  verified before the break: {seals}, {rows}")
@@ -124,6 +127,14 @@ def report_lines(report: dict[str, Any]) -> list[str]:
     lines.append(
         f"  not yet sealed: {_count(report['unsealed_rows'], 'row')} (the next `memgov retention run` seals them)"
     )
+    if settings.get("first_break"):
+        found = settings["first_break"]
+        lines.append(
+            f"  settings changes BROKEN at change {found['change_id']}: {found['problem']} ({found['detail']})"
+        )
+    elif settings:
+        last = f", the last {settings['last_change_id']}: {settings['last_hash']}" if settings.get("last_hash") else ""
+        lines.append(f"  settings changes: {_count(settings['changes'], 'change')} recorded, chain intact{last}")
     if report.get("last_seal_id") is not None:
         lines.append(
             f"  last seal {report['last_seal_id']}: {report['last_hash']} "

@@ -101,6 +101,24 @@ COMMENT ON SEQUENCE memgov.batch_seal IS
 CREATE TYPE memgov.shared_decision AS (org_id text, decision_id bigint, memory_ids uuid[]);
 RESET ROLE;
 
+-- audit: settings changes are recorded (issue 27): the record's table, which the routines
+-- below name (its triggers and grant come after them)
+SET ROLE memgov_owner;
+CREATE TABLE memgov.settings_changes (
+    change_id    bigint      GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    changed_at   timestamptz NOT NULL DEFAULT now(),
+    login        text        NOT NULL DEFAULT session_user,
+    actor        text        NOT NULL,
+    name         text        NOT NULL,
+    old_value    bigint,
+    new_value    bigint,
+    prev_hash    bytea       NOT NULL,
+    change_hash  bytea       NOT NULL
+);
+COMMENT ON TABLE memgov.settings_changes IS
+    'Every change of memgov.settings (who, when, old and new value): append-only, hash-chained';
+RESET ROLE;
+
 -- generated routines: begin (scripts/revision-sql; do not edit)
 SET ROLE memgov_owner;
 
@@ -1915,10 +1933,59 @@ BEGIN
     IF v_allowed THEN
         RETURN OLD;
     END IF;
+    IF TG_TABLE_NAME = 'settings_changes' THEN
+        RAISE EXCEPTION 'memgov: %.% is append-only: % refused', TG_TABLE_SCHEMA, TG_TABLE_NAME, TG_OP
+            USING ERRCODE = '42501', HINT = 'the record of settings changes is never changed or removed';
+    END IF;
     RAISE EXCEPTION 'memgov: %.% is append-only: % refused', TG_TABLE_SCHEMA, TG_TABLE_NAME, TG_OP
         USING ERRCODE = '42501',
               HINT = 'logged decisions are never changed; sealed rows leave only through '
                      'memgov.archive_decision_log(before), which records what it removes';
+END
+$function$;
+
+CREATE OR REPLACE FUNCTION memgov.settings_change_hash(p_prev_hash bytea, p_change_id bigint, p_changed_at timestamp with time zone, p_login text, p_actor text, p_name text, p_old_value bigint, p_new_value bigint)
+ RETURNS bytea
+ LANGUAGE sql
+ IMMUTABLE PARALLEL SAFE
+AS $function$
+    SELECT pg_catalog.sha256(
+               p_prev_hash
+               || pg_catalog.convert_to(pg_catalog.format('memgov-settings-v1 %s %s %s %s %s %s %s',
+                      p_change_id, EXTRACT(epoch FROM p_changed_at), pg_catalog.quote_literal(p_login),
+                      pg_catalog.quote_literal(p_actor), pg_catalog.quote_literal(p_name),
+                      coalesce(p_old_value::text, 'NULL'), coalesce(p_new_value::text, 'NULL')), 'UTF8'))
+$function$;
+
+CREATE OR REPLACE FUNCTION memgov.record_setting_change()
+ RETURNS trigger
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+DECLARE
+    v_change  memgov.settings_changes;
+BEGIN
+    IF TG_OP = 'UPDATE' AND NEW.value IS NOT DISTINCT FROM OLD.value AND NEW.name = OLD.name THEN
+        RETURN NULL;
+    END IF;
+    -- one change at a time: the chain has one end (clients may only read it, so none can
+    -- hold a lock that conflicts with this one)
+    LOCK TABLE memgov.settings_changes IN SHARE ROW EXCLUSIVE MODE;
+    SELECT c.change_hash INTO v_change.prev_hash
+      FROM memgov.settings_changes c ORDER BY c.change_id DESC LIMIT 1;
+    v_change.prev_hash := coalesce(v_change.prev_hash, decode(repeat('00', 32), 'hex'));
+    v_change.change_id := nextval(pg_get_serial_sequence('memgov.settings_changes', 'change_id'));
+    v_change.changed_at := now();
+    v_change.login := session_user;
+    v_change.actor := memgov.invoker_role();
+    v_change.name := CASE TG_OP WHEN 'DELETE' THEN OLD.name ELSE NEW.name END;
+    v_change.old_value := CASE TG_OP WHEN 'INSERT' THEN NULL ELSE OLD.value END;
+    v_change.new_value := CASE TG_OP WHEN 'DELETE' THEN NULL ELSE NEW.value END;
+    v_change.change_hash := memgov.settings_change_hash(v_change.prev_hash, v_change.change_id,
+        v_change.changed_at, v_change.login, v_change.actor, v_change.name, v_change.old_value, v_change.new_value);
+    INSERT INTO memgov.settings_changes OVERRIDING SYSTEM VALUE SELECT v_change.*;
+    RETURN NULL;
 END
 $function$;
 
@@ -1963,6 +2030,11 @@ DECLARE
     v_arch_seals  bigint := 0;
     v_arch_rows   bigint := 0;
     v_arch_runs   jsonb := '[]';
+    v_change      memgov.settings_changes;
+    v_set_hash    bytea := decode(repeat('00', 32), 'hex');
+    v_set_count   bigint := 0;
+    v_set_last    bigint;
+    v_set_break   jsonb;
     v_floor       interval;
     v_ids         bigint[];
     v_digests     bytea;
@@ -2145,8 +2217,31 @@ BEGIN
      WHERE d.xact_id >= coalesce(v_end_x, 0)
        AND (d.xact_id, d.decision_id) > (coalesce(v_end_x, 0), coalesce(v_end_d, 0));
 
+    -- the record of settings changes: a chain of its own, each change continuing the last
+    FOR v_change IN SELECT * FROM memgov.settings_changes c ORDER BY c.change_id LOOP
+        IF v_change.prev_hash <> v_set_hash THEN
+            v_set_break := jsonb_build_object('change_id', v_change.change_id, 'problem', 'missing',
+                'detail', 'the change does not continue the previous one: a change before it was removed or altered');
+            EXIT;
+        END IF;
+        IF memgov.settings_change_hash(v_change.prev_hash, v_change.change_id, v_change.changed_at, v_change.login,
+                                       v_change.actor, v_change.name, v_change.old_value, v_change.new_value)
+           <> v_change.change_hash THEN
+            v_set_break := jsonb_build_object('change_id', v_change.change_id, 'problem', 'altered',
+                'detail', 'the change differs from what was recorded');
+            EXIT;
+        END IF;
+        v_set_count := v_set_count + 1;
+        v_set_hash := v_change.change_hash;
+        v_set_last := v_change.change_id;
+    END LOOP;
+
     RETURN jsonb_build_object(
-        'ok', v_break IS NULL,
+        'ok', v_break IS NULL AND v_set_break IS NULL,
+        'settings_changes', jsonb_build_object('changes', v_set_count, 'last_change_id', v_set_last,
+                                               'last_hash', CASE WHEN v_set_last IS NOT NULL
+                                                                 THEN encode(v_set_hash, 'hex') END,
+                                               'first_break', v_set_break),
         'seals', v_seals,
         'rows', v_rows,
         'first_break', v_break,
@@ -2353,10 +2448,34 @@ CREATE TRIGGER guard_settings BEFORE UPDATE ON memgov.settings
 ALTER TABLE memgov.settings ENABLE ALWAYS TRIGGER guard_settings;
 RESET ROLE;
 
+-- audit: settings changes are recorded (issue 27). Every change of memgov.settings lands in
+-- memgov.settings_changes (who, when, old and new value), append-only for every role (the
+-- log's guard, enabled ALWAYS) and hash-chained (memgov.settings_change_hash), which
+-- memgov.verify_decision_log checks. (The table is created before the routines, which name
+-- its row type.)
+SET ROLE memgov_owner;
+CREATE TRIGGER refuse_change BEFORE UPDATE OR DELETE ON memgov.settings_changes
+    FOR EACH ROW EXECUTE FUNCTION memgov.refuse_log_change();
+CREATE TRIGGER refuse_truncate BEFORE TRUNCATE ON memgov.settings_changes
+    FOR EACH STATEMENT EXECUTE FUNCTION memgov.refuse_log_change();
+ALTER TABLE memgov.settings_changes ENABLE ALWAYS TRIGGER refuse_change;
+ALTER TABLE memgov.settings_changes ENABLE ALWAYS TRIGGER refuse_truncate;
+CREATE TRIGGER record_change AFTER INSERT OR UPDATE OR DELETE ON memgov.settings
+    FOR EACH ROW EXECUTE FUNCTION memgov.record_setting_change();
+ALTER TABLE memgov.settings ENABLE ALWAYS TRIGGER record_change;
+GRANT SELECT ON memgov.settings_changes TO memgov_admin;
+RESET ROLE;
+
 -- the schema says which revision it is at (0001_initial said none)
 COMMENT ON SCHEMA memgov IS 'memgov-pg: governed long-term memory of AI agents (schema revision 0002_second_release)';
 
 -- migrate:downgrade
+-- audit: settings changes are recorded (issue 27), undone: the record goes with its table
+SET ROLE memgov_owner;
+DROP TRIGGER record_change ON memgov.settings;
+DROP TABLE memgov.settings_changes;
+RESET ROLE;
+
 -- audit: archival has a floor (issue 27), undone: archive_min_age and the floor of each
 -- archive record go
 SET ROLE memgov_owner;
@@ -4104,6 +4223,10 @@ END
 $function$;
 
 DROP FUNCTION memgov.guard_settings();
+
+DROP FUNCTION memgov.record_setting_change();
+
+DROP FUNCTION memgov.settings_change_hash(bytea,bigint,timestamp with time zone,text,text,text,bigint,bigint);
 
 RESET ROLE;
 DROP FUNCTION memgov.cron_settings();

@@ -6,6 +6,11 @@
   archive (rows, up to when, who) and flags a cut younger than the floor.
 * Four eyes on purge: a writer+reviewer login cannot purge its own quarantined write (nor
   a member of the writing login); another reviewer's purge logs a decision.
+* Settings changes leave a trace: every change of ``memgov.settings`` is recorded in
+  ``memgov.settings_changes`` (who, when, old and new value), which no role may rewrite,
+  delete, truncate or silence (superusers and memgov_owner included, replica mode too); a
+  change altered or removed behind the guard breaks its chain (verify-log); ``memgov
+  status`` shows the last change.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ import psycopg
 import pytest
 
 from memgov_pg.audit import archive_line, report_lines
+from memgov_pg.retention import status
 from tests.attack_helpers import (
     ORG,
     Login,
@@ -24,11 +30,13 @@ from tests.attack_helpers import (
     deploy_policies,
     insert,
     item,
+    login_dsn,
     memgov_tables,
     quarantine_of,
     refused,
     snapshot,
 )
+from tests.cli_helpers import run_memgov
 from tests.decision_cases import wipe
 
 YEAR = 365 * 24 * 3600
@@ -44,6 +52,7 @@ def su(db_conn: psycopg.Connection[Any], logins: Logins) -> psycopg.Connection[A
         if "tenant_grants" in tables:
             db_conn.execute("DELETE FROM memgov.tenant_grants")
         db_conn.execute("UPDATE memgov.settings SET value = 65536 WHERE name = 'max_fact_text_bytes'")
+        db_conn.execute("UPDATE memgov.settings SET value = 16384 WHERE name = 'max_other_bytes'")
     db_conn.execute("UPDATE memgov.settings SET value = %s WHERE name = 'archive_min_age'", (YEAR,))
     deploy_policies(db_conn)
     return db_conn
@@ -210,3 +219,97 @@ def test_a_purge_by_another_reviewer_is_logged(su, writer, reviewer, logins):
     )  # fmt: skip
     (status,) = su.execute("SELECT status FROM memgov.quarantine WHERE quarantine_id = %s", (quarantine_id,)).fetchone()
     assert status == "purged"
+
+
+# == settings changes leave a trace ==========================================================
+
+
+def changes(su: psycopg.Connection[Any]) -> list[tuple[Any, ...]]:
+    return su.execute(
+        "SELECT login, actor, name, old_value, new_value FROM memgov.settings_changes ORDER BY change_id"
+    ).fetchall()
+
+
+def test_an_admin_settings_change_is_recorded_with_who_and_what(su, admin, logins):
+    start = len(changes(su))
+    admin.execute("UPDATE memgov.settings SET value = 4096 WHERE name = 'max_other_bytes'")
+    admin.execute("UPDATE memgov.settings SET value = value WHERE name = 'max_other_bytes'")  # no change
+    admin.execute("SET ROLE memgov_admin")
+    admin.execute("UPDATE memgov.settings SET value = 16384 WHERE name = 'max_other_bytes'")
+    assert changes(su)[start:] == [
+        (logins.admin, logins.admin, "max_other_bytes", 16384, 4096),
+        (logins.admin, "memgov_admin", "max_other_bytes", 4096, 16384),
+    ]
+    (report,) = admin.execute("SELECT memgov.verify_decision_log()").fetchone()
+    assert report["ok"] is True and report["settings_changes"]["first_break"] is None
+    assert report["settings_changes"]["changes"] == len(changes(su))
+
+
+TRAIL_ATTACKS = {
+    "update": "UPDATE memgov.settings_changes SET new_value = 1",
+    "delete": "DELETE FROM memgov.settings_changes",
+    "truncate": "TRUNCATE memgov.settings_changes",
+    "insert": "INSERT INTO memgov.settings_changes (actor, name, prev_hash, change_hash) VALUES ('x', 'x', '', '')",
+    "disable": "ALTER TABLE memgov.settings_changes DISABLE TRIGGER refuse_change",
+    "disable_all": "ALTER TABLE memgov.settings_changes DISABLE TRIGGER ALL",
+    "drop": "DROP TRIGGER refuse_change ON memgov.settings_changes",
+    "unrecorded": "ALTER TABLE memgov.settings DISABLE TRIGGER record_change",
+    "drop_recorder": "DROP TRIGGER record_change ON memgov.settings",
+    "replica": "SET session_replication_role = replica",
+}
+
+
+@pytest.mark.parametrize("attack", sorted(TRAIL_ATTACKS))
+def test_admin_cannot_rewrite_erase_or_silence_the_record(su, admin, attack):
+    admin.execute("UPDATE memgov.settings SET value = 8192 WHERE name = 'max_other_bytes'")  # a record exists
+    with refused(su, "42501"):
+        admin.execute(TRAIL_ATTACKS[attack])
+
+
+@pytest.mark.parametrize("attempt", ["update", "delete", "truncate"])
+def test_superuser_and_owner_are_refused_too(su, attempt):
+    su.execute("UPDATE memgov.settings SET value = 8192 WHERE name = 'max_other_bytes'")
+    for owner in (False, True):
+        before = snapshot(su)
+        with pytest.raises(psycopg.Error) as info, su.transaction():
+            su.execute("SET LOCAL session_replication_role = replica")
+            if owner:
+                su.execute("SET LOCAL ROLE memgov_owner")
+            su.execute(TRAIL_ATTACKS[attempt])
+        assert info.value.sqlstate == "42501" and "memgov.settings_changes is append-only" in str(info.value)
+        assert snapshot(su) == before
+
+
+def test_a_change_removed_or_altered_behind_the_guard_is_found(su, admin):
+    for value in (2048, 4096, 8192):
+        admin.execute("UPDATE memgov.settings SET value = %s WHERE name = 'max_other_bytes'", (value,))
+    ids = [r[0] for r in su.execute("SELECT change_id FROM memgov.settings_changes ORDER BY change_id")]
+    with su.transaction(force_rollback=True):  # what only the owner can do: lift the guard
+        su.execute("SET LOCAL ROLE memgov_owner")
+        su.execute("ALTER TABLE memgov.settings_changes DISABLE TRIGGER refuse_change")
+        su.execute("UPDATE memgov.settings_changes SET new_value = 99999 WHERE change_id = %s", (ids[-2],))
+        (report,) = su.execute("SELECT memgov.verify_decision_log()").fetchone()
+        assert report["ok"] is False
+        assert report["settings_changes"]["first_break"]["change_id"] == ids[-2]
+        assert report["settings_changes"]["first_break"]["problem"] == "altered"
+        assert any("settings changes BROKEN" in line for line in report_lines(report | {"policy_drift": []}))
+    with su.transaction(force_rollback=True):
+        su.execute("SET LOCAL ROLE memgov_owner")
+        su.execute("ALTER TABLE memgov.settings_changes DISABLE TRIGGER refuse_change")
+        su.execute("DELETE FROM memgov.settings_changes WHERE change_id = %s", (ids[-2],))
+        (report,) = su.execute("SELECT memgov.verify_decision_log()").fetchone()
+        assert report["settings_changes"]["first_break"]["change_id"] == ids[-1]
+        assert report["settings_changes"]["first_break"]["problem"] == "missing"
+
+
+def test_memgov_status_shows_the_last_change(su, admin, logins, memgov_dsn):
+    admin.execute("UPDATE memgov.settings SET value = 32768 WHERE name = 'max_fact_text_bytes'")
+    data = status(login_dsn(memgov_dsn, logins.admin))
+    change = data["last_setting_change"]
+    assert (change["name"], change["old_value"], change["new_value"], change["login"]) == (
+        "max_fact_text_bytes", 65536, 32768, logins.admin,
+    )  # fmt: skip
+    result = run_memgov("status", "--dsn", login_dsn(memgov_dsn, logins.admin))
+    assert result.returncode == 0, result.stderr
+    assert "settings changed   max_fact_text_bytes 65536 -> 32768 at " in result.stdout
+    assert f"by {logins.admin}" in result.stdout

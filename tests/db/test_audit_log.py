@@ -565,10 +565,11 @@ def test_verify_log_reports_an_intact_log(memgov_dsn, logins, su, admin, writer)
     result = run_memgov("verify-log", "--dsn", memgov_dsn, "--json")
     assert result.returncode == 0
     report = json.loads(result.stdout)
-    assert report | {"archived": None, "anchor": None} == {
+    assert report | {"archived": None, "anchor": None, "settings_changes": None} == {
         "ok": True, "seals": 1, "rows": 3, "first_break": None, "last_seal_id": 1, "last_hash": last_hash,
-        "unsealed_rows": 2, "archived": None, "anchor": None, "policy_drift": [],
+        "unsealed_rows": 2, "archived": None, "anchor": None, "policy_drift": [], "settings_changes": None,
     }  # fmt: skip
+    assert report["settings_changes"]["first_break"] is None
 
 
 def test_verify_log_errors_are_one_line(memgov_dsn, logins, su):
