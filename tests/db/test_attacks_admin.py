@@ -11,6 +11,9 @@
   delete, truncate or silence (superusers and memgov_owner included, replica mode too); a
   change altered or removed behind the guard breaks its chain (verify-log); ``memgov
   status`` shows the last change.
+* MERGE … ON true WHEN MATCHED THEN UPDATE tells a writer that some row it cannot see
+  exists (PostgreSQL 15 checks UPDATE policies as errors in MERGE): pinned here as a
+  documented limit, existence only, never content, never a change.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from memgov_pg.audit import archive_line, report_lines
 from memgov_pg.retention import status
 from tests.attack_helpers import (
     ORG,
+    OTHER,
     Login,
     Logins,
     deploy_policies,
@@ -34,7 +38,9 @@ from tests.attack_helpers import (
     memgov_tables,
     quarantine_of,
     refused,
+    seed,
     snapshot,
+    unchanged,
 )
 from tests.cli_helpers import run_memgov
 from tests.decision_cases import wipe
@@ -313,3 +319,39 @@ def test_memgov_status_shows_the_last_change(su, admin, logins, memgov_dsn):
     assert result.returncode == 0, result.stderr
     assert "settings changed   max_fact_text_bytes 65536 -> 32768 at " in result.stdout
     assert f"by {logins.admin}" in result.stdout
+
+
+# == MERGE shows that hidden rows exist (a documented limit) =================================
+
+MERGE_BLIND = (
+    "MERGE INTO memgov.long_term_memory_items t USING (SELECT 1) s ON true"
+    " WHEN MATCHED THEN UPDATE SET confidence = 0.5"
+)
+
+
+def test_merge_shows_that_a_hidden_row_exists_and_nothing_more(su, writer):
+    """PostgreSQL 15 checks a MERGE's UPDATE policies as errors, not filters, and applies the
+    SELECT policies only when the statement reads a column of the target: a MERGE that reads
+    none fails on a row its caller cannot see (docs/security.md, "What memgov cannot stop")."""
+    # nothing hidden: the blind MERGE matches nothing and succeeds
+    assert writer.execute(MERGE_BLIND).rowcount == 0
+    seed(su, "allowed", org=OTHER, fact_text="the vault code is banana")
+    # a row of another tenant now exists: the same MERGE fails, and changes nothing
+    with refused(su, "42501") as info:
+        writer.execute(MERGE_BLIND)
+    assert "violates row-level security policy" in str(info.value)
+    # content is never reached: reading a column of the target applies the SELECT policies
+    # as filters, so a probe of the hidden text matches nothing, as a plain UPDATE does
+    for probe in ("t.fact_text LIKE '%banana%'", "t.fact_text LIKE '%apple%'", f"t.org_id = '{OTHER}'"):
+        with unchanged(su, f"MERGE ON {probe}"):
+            merged = writer.execute(
+                "MERGE INTO memgov.long_term_memory_items t USING (SELECT 1) s ON "
+                + probe
+                + " WHEN MATCHED THEN UPDATE SET confidence = 0.5"
+            )
+            assert merged.rowcount == 0
+    with unchanged(su, "a plain UPDATE"):
+        assert writer.execute("UPDATE memgov.long_term_memory_items SET confidence = 0.5").rowcount == 0
+    # DELETE stays refused to clients, MERGE or not
+    with refused(su, "42501"):
+        writer.execute("MERGE INTO memgov.long_term_memory_items t USING (SELECT 1) s ON true WHEN MATCHED THEN DELETE")
