@@ -148,6 +148,17 @@ def _count(n: int, noun: str) -> str:
     return f"{n} {noun}{'' if n == 1 else 's'}"
 
 
+def archive_line(run: dict[str, Any]) -> str:
+    """One archive run: what it removed, up to when, who ran it, and a cut younger than the floor."""
+    line = (
+        f"archive {run['archive_id']} at {run['archived_at']} by {run['login']}: "
+        f"{_count(run['rows'], 'row')} decided before {run['decided_before']}"
+    )
+    if run.get("below_floor"):
+        line += " -- YOUNGER than the archive_min_age floor: recent decisions were removed"
+    return line
+
+
 def report_lines(report: dict[str, Any]) -> list[str]:
     """What `memgov verify-log` prints."""
     lines = []
@@ -155,8 +166,11 @@ def report_lines(report: dict[str, Any]) -> list[str]:
         lines.append(f"transaction counter BEHIND: {counter_fix(report['counter_behind'])}")
     archived = report.get("archived") or {}
     seals, rows = _count(report["seals"], "seal"), _count(report["rows"], "row")
+    settings = report.get("settings_changes") or {}
     if report["ok"]:
         lines.append(f"decision log intact: {seals} over {rows} verified")
+    elif report.get("first_break") is None:
+        lines.append(f"decision log intact: {seals} over {rows} verified; the record of settings changes is not")
     else:
         lines.append(f"decision log BROKEN at {describe_break(report['first_break'])}")
         lines.append(f"  verified before the break: {seals}, {rows}")
@@ -165,9 +179,18 @@ def report_lines(report: dict[str, Any]) -> list[str]:
             f"  archived: {_count(archived['rows'], 'row')} in {_count(archived['seals'], 'seal')} "
             f"({_count(archived['archives'], 'archive run')}); the chain goes on from the last one"
         )
+        lines += [f"    {archive_line(run)}" for run in archived.get("runs") or ()]
     lines.append(
         f"  not yet sealed: {_count(report['unsealed_rows'], 'row')} (the next `memgov retention run` seals them)"
     )
+    if settings.get("first_break"):
+        found = settings["first_break"]
+        lines.append(
+            f"  settings changes BROKEN at change {found['change_id']}: {found['problem']} ({found['detail']})"
+        )
+    elif settings:
+        last = f", the last {settings['last_change_id']}: {settings['last_hash']}" if settings.get("last_hash") else ""
+        lines.append(f"  settings changes: {_count(settings['changes'], 'change')} recorded, chain intact{last}")
     if report.get("last_seal_id") is not None:
         lines.append(
             f"  last seal {report['last_seal_id']}: {report['last_hash']} "

@@ -327,6 +327,7 @@ def status(dsn: str, version_table: str | None = None) -> dict[str, Any]:
             "quarantine": None,
             "last_maintenance_run": None,
             "decisions_24h": None,
+            "last_setting_change": None,
             "pg_cron": find_job(dsn, conn),
             "overdue": None,
             "now": None,
@@ -342,6 +343,7 @@ def status(dsn: str, version_table: str | None = None) -> dict[str, Any]:
         data["quarantine"] = _totals(_section(conn, "status_quarantine"), "held")
         data["overdue"] = _overdue(conn)
         data["decisions_24h"] = _by_key(_section(conn, "status_decisions_24h"), "action", "decisions")
+        data["last_setting_change"] = _last_setting_change(conn)
         last = _section(conn, "status_last_maintenance_run")
         if isinstance(last, dict) or not last:
             data["last_maintenance_run"] = last or None
@@ -359,6 +361,17 @@ def status(dsn: str, version_table: str | None = None) -> dict[str, Any]:
                 "counts": counts(run_row["summary"] or {}),
             }
     return data
+
+
+def _last_setting_change(conn: psycopg.Connection[Any]) -> dict[str, Any] | None:
+    """The latest change of memgov.settings; None when there was none (or the schema predates the record)."""
+    try:
+        rows = _section(conn, "status_last_setting_change")
+    except errors.UndefinedTable:
+        return None
+    if isinstance(rows, dict):
+        return dict(rows)
+    return rows[0] if rows else None
 
 
 def _totals(rows: list[dict[str, Any]] | dict[str, str], key: str) -> dict[str, Any]:

@@ -426,6 +426,13 @@ SELECT run_id, status, started_at, finished_at, run_by, summary
  ORDER BY run_id DESC
  LIMIT 1;
 
+-- name: status_last_setting_change
+-- `memgov status`: the latest change of memgov.settings (memgov_admin).
+SELECT changed_at, login, actor, name, old_value, new_value
+  FROM memgov.settings_changes
+ ORDER BY change_id DESC
+ LIMIT 1;
+
 -- name: status_decisions_24h
 SELECT action, count(*) AS decisions
   FROM memgov.decision_log
