@@ -46,7 +46,7 @@ from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
 from .decisions import Decision
 from .engine import _translate
-from .errors import ConflictError, MemgovError
+from .errors import ConflictError, MemgovError, NotFoundError
 from .resources import query
 from .tenants import check_tenant_id
 
@@ -181,13 +181,11 @@ def _remember_item(org_id: str, op: PutOp, described: Mapping[str, Any]) -> Json
     )
 
 
-def _pending(exc: psycopg.Error, op: PutOp) -> MemgovError:
-    if isinstance(exc, psycopg.errors.UniqueViolation):
-        return ConflictError(
-            f"item {op.key!r} of namespace {op.namespace!r} is pending approval and cannot change",
-            hint="a reviewer approves or denies it first (memgov approvals)",
-        )
-    return _translate(exc)
+def _pending(op: PutOp) -> MemgovError:
+    return ConflictError(
+        f"item {op.key!r} of namespace {op.namespace!r} is pending approval and cannot change",
+        hint="a reviewer approves or denies it first (memgov approvals)",
+    )
 
 
 def _first(row: Mapping[str, Any] | None) -> Decision | None:
@@ -321,41 +319,48 @@ class MemgovStore(_Common, BaseStore):
         rows = cur.execute(query("store_list_namespaces"), _list_params(self.org_id, op)).fetchall()
         return [tuple(r["namespace"].split(".")) for r in rows]
 
-    def _put(self, op: PutOp) -> None:
+    def _put_once(self, op: PutOp) -> Decision | None:
         ns = _namespace_text(op.namespace)
         decision: Decision | None = None
-        try:
-            with self._transaction() as cur:
-                found = cur.execute(query("store_find"), {"org_id": self.org_id, "namespace": ns, "key": op.key})
-                row = found.fetchone()
-                if op.value is None:
-                    if row is not None:
-                        got = cur.execute(query("forget"), {"memory_id": row["memory_id"]}).fetchone()
-                        decision = _first(got)
-                elif row is None:
-                    described = _describe(self.describe, op.namespace, op.key, op.value)
-                    got = cur.execute(
-                        query("remember"), {"item": _remember_item(self.org_id, op, described)}
-                    ).fetchone()
+        with self._transaction() as cur:
+            found = cur.execute(query("store_find"), {"org_id": self.org_id, "namespace": ns, "key": op.key})
+            row = found.fetchone()
+            if op.value is None:
+                if row is not None:
+                    got = cur.execute(query("forget"), {"memory_id": row["memory_id"]}).fetchone()
                     decision = _first(got)
-                else:
-                    described = _describe(self.describe, op.namespace, op.key, op.value)
-                    cur.execute(query("store_capture"))
-                    params = {
-                        "org_id": self.org_id,
-                        "memory_id": row["memory_id"],
-                        "fact_text": _value_text(op.value),
-                        **described,
-                    }
-                    cur.execute(query("store_update"), params)
-                    got = cur.execute(query("store_last_outcome")).fetchone()
-                    if got and got["decision"] is not None:
-                        decision = Decision.from_json(got["decision"])
-        except MemgovError as exc:
-            cause = exc.__cause__
-            if isinstance(cause, psycopg.Error) and op.value is not None:
-                raise _pending(cause, op) from cause
-            raise
+            elif row is None:
+                described = _describe(self.describe, op.namespace, op.key, op.value)
+                got = cur.execute(query("remember"), {"item": _remember_item(self.org_id, op, described)}).fetchone()
+                decision = _first(got)
+            else:
+                described = _describe(self.describe, op.namespace, op.key, op.value)
+                cur.execute(query("store_capture"))
+                params = {
+                    "org_id": self.org_id,
+                    "memory_id": row["memory_id"],
+                    "fact_text": _value_text(op.value),
+                    **described,
+                }
+                cur.execute(query("store_update"), params)
+                got = cur.execute(query("store_last_outcome")).fetchone()
+                if got and got["decision"] is not None:
+                    decision = Decision.from_json(got["decision"])
+        return decision
+
+    def _put(self, op: PutOp) -> None:
+        for attempt in (1, 2):
+            try:
+                decision = self._put_once(op)
+                break
+            except MemgovError as exc:
+                if isinstance(exc.__cause__, psycopg.errors.UniqueViolation):
+                    if attempt == 1:
+                        continue  # another put of the key committed first: now an update
+                    raise _pending(op) from exc.__cause__
+                if isinstance(exc, NotFoundError) and op.value is None:
+                    return  # another delete forgot it first
+                raise
         if decision is not None:  # after the commit: a denial's log row stays
             decision.raise_for()
 
@@ -472,42 +477,51 @@ class AsyncMemgovStore(_Common, BaseStore):
         await cur.execute(query("store_list_namespaces"), _list_params(self.org_id, op))
         return [tuple(r["namespace"].split(".")) for r in await cur.fetchall()]
 
-    async def _put(self, op: PutOp) -> None:
+    async def _put_once(self, op: PutOp) -> Decision | None:
         ns = _namespace_text(op.namespace)
         decision: Decision | None = None
-        try:
-            async with self._transaction() as cur:
-                await cur.execute(query("store_find"), {"org_id": self.org_id, "namespace": ns, "key": op.key})
-                row = await cur.fetchone()
-                if op.value is None:
-                    if row is not None:
-                        await cur.execute(query("forget"), {"memory_id": row["memory_id"]})
-                        got = await cur.fetchone()
-                        decision = _first(got)
-                elif row is None:
-                    described = _describe(self.describe, op.namespace, op.key, op.value)
-                    await cur.execute(query("remember"), {"item": _remember_item(self.org_id, op, described)})
+        async with self._transaction() as cur:
+            await cur.execute(query("store_find"), {"org_id": self.org_id, "namespace": ns, "key": op.key})
+            row = await cur.fetchone()
+            if op.value is None:
+                if row is not None:
+                    await cur.execute(query("forget"), {"memory_id": row["memory_id"]})
                     got = await cur.fetchone()
                     decision = _first(got)
-                else:
-                    described = _describe(self.describe, op.namespace, op.key, op.value)
-                    await cur.execute(query("store_capture"))
-                    params = {
-                        "org_id": self.org_id,
-                        "memory_id": row["memory_id"],
-                        "fact_text": _value_text(op.value),
-                        **described,
-                    }
-                    await cur.execute(query("store_update"), params)
-                    await cur.execute(query("store_last_outcome"))
-                    got = await cur.fetchone()
-                    if got and got["decision"] is not None:
-                        decision = Decision.from_json(got["decision"])
-        except MemgovError as exc:
-            cause = exc.__cause__
-            if isinstance(cause, psycopg.Error) and op.value is not None:
-                raise _pending(cause, op) from cause
-            raise
+            elif row is None:
+                described = _describe(self.describe, op.namespace, op.key, op.value)
+                await cur.execute(query("remember"), {"item": _remember_item(self.org_id, op, described)})
+                got = await cur.fetchone()
+                decision = _first(got)
+            else:
+                described = _describe(self.describe, op.namespace, op.key, op.value)
+                await cur.execute(query("store_capture"))
+                params = {
+                    "org_id": self.org_id,
+                    "memory_id": row["memory_id"],
+                    "fact_text": _value_text(op.value),
+                    **described,
+                }
+                await cur.execute(query("store_update"), params)
+                await cur.execute(query("store_last_outcome"))
+                got = await cur.fetchone()
+                if got and got["decision"] is not None:
+                    decision = Decision.from_json(got["decision"])
+        return decision
+
+    async def _put(self, op: PutOp) -> None:
+        for attempt in (1, 2):
+            try:
+                decision = await self._put_once(op)
+                break
+            except MemgovError as exc:
+                if isinstance(exc.__cause__, psycopg.errors.UniqueViolation):
+                    if attempt == 1:
+                        continue  # another put of the key committed first: now an update
+                    raise _pending(op) from exc.__cause__
+                if isinstance(exc, NotFoundError) and op.value is None:
+                    return  # another delete forgot it first
+                raise
         if decision is not None:  # after the commit: a denial's log row stays
             decision.raise_for()
 
