@@ -43,6 +43,10 @@ rules:
     condition: {operation_type: [get, search]}
     action: deny
   - {id: recall, priority: 4, condition: {operation_type: [get, search]}, action: allow}
+  - id: no-secrets-namespace
+    priority: 5
+    when: [{field: store.namespace, operator: regex, value: "^secrets(\\\\.|$)"}]
+    action: deny
 """
 
 
@@ -202,7 +206,7 @@ def test_non_ascii_namespaces_keys_and_values(writer_dsn):
 
 def test_quarantine_forget_denial_and_read_rules(writer_dsn, su):
     category = {"q": "constraint", "hold": "project_fact", "hidden": "preference"}
-    describe = lambda ns, key, value: {"category": category[ns[0]]}  # noqa: E731
+    describe = lambda ns, key, value: {"category": category.get(ns[0], "user_fact")}  # noqa: E731
     with MemgovStore.from_conn_string(writer_dsn, org_id=STRICT, describe=describe) as store:
         with pytest.raises(QuarantinedError) as quarantined:
             store.put(("q",), "k", {"v": 1})
@@ -220,6 +224,14 @@ def test_quarantine_forget_denial_and_read_rules(writer_dsn, su):
         assert store.get(("hidden",), "k") is None
         assert store.search(("hidden",)) == []
         assert ("hidden",) not in store.list_namespaces()
+
+        # policies read the item's address: store.namespace, store.key
+        with pytest.raises(PolicyDeniedError) as denied:
+            store.put(("secrets", "alice"), "k", {"v": 4})
+        assert denied.value.rule_ids == ["no-secrets-namespace"]
+        assert rows(su, STRICT, "secrets.alice") == []
+        store.put(("secretsx",), "k", {"v": 5})
+        assert store.get(("secretsx",), "k").value == {"v": 5}
 
 
 def test_describe_sets_only_memgov_fields(writer_dsn):
