@@ -10,6 +10,11 @@ An anchor (``SEAL_ID:HASH``) is a seal's hash kept outside the database: the
 chain proves that nothing changed since it was sealed only against those who
 cannot rewrite it; a superuser or memgov_owner can, and only a hash kept
 elsewhere shows that they did.
+
+A logical copy of the database (pg_dump / pg_restore) carries the rows' transaction ids
+into a cluster whose counter starts lower: the first new decisions would sort before the
+sealed ones and break the chain. :func:`counter_behind` finds that case (before any new
+write, or after) and :func:`counter_fix` says what to do: ``pg_resetwal --epoch``.
 """
 
 from __future__ import annotations
@@ -17,6 +22,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from typing import Any
+
+import psycopg
 
 from .db import connect
 from .doctor import policy_drift
@@ -66,12 +73,59 @@ def verify(dsn: str, anchor: Anchor | None = None) -> dict[str, Any]:
             {"anchor_seal_id": anchor.seal_id if anchor else None, "anchor_hash": anchor.hash if anchor else None},
         ).fetchone()
         drift = policy_drift(conn)
+        behind = counter_behind(conn)
     assert row is not None
     report: dict[str, Any] = row[0]
+    # a restored copy whose transaction counter is behind the chain (None: it is not)
+    report["counter_behind"] = behind
     # the chain says nothing of the code that decided: code that is not what its deploy
     # recorded is noted beside it (None: a schema older than the comparison)
     report["policy_drift"] = drift
     return report
+
+
+def counter_behind(conn: psycopg.Connection[Any]) -> dict[str, Any] | None:
+    """The cluster's transaction counter, when it is behind the decision log, and the fix.
+
+    ``{"next_xact_id", "needed_xact_id", "epoch", "data_directory"}``: new rows would take
+    transaction ids from ``next_xact_id`` where the log needs ``needed_xact_id`` or more;
+    ``pg_resetwal --epoch=<epoch>`` on the stopped cluster moves the counter past it (the
+    epoch is the high 32 bits of a 64-bit transaction id, which the server stores nowhere
+    else). None when the counter is past the log, as on the cluster that wrote it.
+    """
+    found = conn.execute(query("xid_counter_behind")).fetchone()
+    if found is None or found[1] is None:
+        return None
+    next_xact_id, needed, datadir = int(found[0]), int(found[1]), found[2]
+    return {
+        "next_xact_id": next_xact_id,
+        "needed_xact_id": needed,
+        "epoch": ((needed - 1) >> 32) + 1,
+        "data_directory": datadir,
+    }
+
+
+def counter_problem(behind: dict[str, Any]) -> str:
+    """What is wrong with a restored copy's transaction counter."""
+    return (
+        f"this cluster's transaction counter ({behind['next_xact_id']}) is behind the decision log's "
+        f"({behind['needed_xact_id']}), as after pg_restore into another cluster: new decisions would break "
+        "the seal chain"
+    )
+
+
+def counter_remedy(behind: dict[str, Any]) -> str:
+    """The command that moves the counter past the log (on the stopped cluster)."""
+    datadir = behind.get("data_directory") or "DATADIR"
+    return (
+        f"before any write, stop the server and run `pg_resetwal --epoch={behind['epoch']} -D {datadir}` "
+        "as its OS user, then start it (docs/operations.md#restore-from-pg_dump)"
+    )
+
+
+def counter_fix(behind: dict[str, Any]) -> str:
+    """One line: what is wrong with a restored copy's transaction counter, and the command that fixes it."""
+    return f"{counter_problem(behind)}; {counter_remedy(behind)}"
 
 
 def describe_break(found: dict[str, Any]) -> str:
@@ -94,13 +148,29 @@ def _count(n: int, noun: str) -> str:
     return f"{n} {noun}{'' if n == 1 else 's'}"
 
 
+def archive_line(run: dict[str, Any]) -> str:
+    """One archive run: what it removed, up to when, who ran it, and a cut younger than the floor."""
+    line = (
+        f"archive {run['archive_id']} at {run['archived_at']} by {run['login']}: "
+        f"{_count(run['rows'], 'row')} decided before {run['decided_before']}"
+    )
+    if run.get("below_floor"):
+        line += " -- YOUNGER than the archive_min_age floor: recent decisions were removed"
+    return line
+
+
 def report_lines(report: dict[str, Any]) -> list[str]:
     """What `memgov verify-log` prints."""
     lines = []
+    if report.get("counter_behind"):
+        lines.append(f"transaction counter BEHIND: {counter_fix(report['counter_behind'])}")
     archived = report.get("archived") or {}
     seals, rows = _count(report["seals"], "seal"), _count(report["rows"], "row")
+    settings = report.get("settings_changes") or {}
     if report["ok"]:
         lines.append(f"decision log intact: {seals} over {rows} verified")
+    elif report.get("first_break") is None:
+        lines.append(f"decision log intact: {seals} over {rows} verified; the record of settings changes is not")
     else:
         lines.append(f"decision log BROKEN at {describe_break(report['first_break'])}")
         lines.append(f"  verified before the break: {seals}, {rows}")
@@ -109,9 +179,18 @@ def report_lines(report: dict[str, Any]) -> list[str]:
             f"  archived: {_count(archived['rows'], 'row')} in {_count(archived['seals'], 'seal')} "
             f"({_count(archived['archives'], 'archive run')}); the chain goes on from the last one"
         )
+        lines += [f"    {archive_line(run)}" for run in archived.get("runs") or ()]
     lines.append(
         f"  not yet sealed: {_count(report['unsealed_rows'], 'row')} (the next `memgov retention run` seals them)"
     )
+    if settings.get("first_break"):
+        found = settings["first_break"]
+        lines.append(
+            f"  settings changes BROKEN at change {found['change_id']}: {found['problem']} ({found['detail']})"
+        )
+    elif settings:
+        last = f", the last {settings['last_change_id']}: {settings['last_hash']}" if settings.get("last_hash") else ""
+        lines.append(f"  settings changes: {_count(settings['changes'], 'change')} recorded, chain intact{last}")
     if report.get("last_seal_id") is not None:
         lines.append(
             f"  last seal {report['last_seal_id']}: {report['last_hash']} "

@@ -27,6 +27,7 @@ from dataclasses import asdict, dataclass
 from typing import Any, Final
 
 import psycopg
+from psycopg import sql
 
 from .db import connect
 from .errors import MemgovError
@@ -61,12 +62,13 @@ PUBLIC_API: Final[tuple[str, ...]] = (
     "memgov.risk_assessment(text,boolean,boolean,text,text,text,jsonb)",
     "memgov.risk_assessment(text,text,text,text,text,jsonb)",
 )
-#: What a writer calls besides: the write path (remember, forget, and INSERT/UPDATE on
-#: the governed table, whose trigger decides), the dry runs, and its own tenant.
+#: What a writer calls besides: the write path (remember, forget, forget_where, and
+#: INSERT/UPDATE on the governed table, whose trigger decides), the dry runs, and its own tenant.
 WRITER_API: Final[tuple[str, ...]] = (
     *PUBLIC_API,
     "memgov.remember(jsonb)",
     "memgov.forget(uuid)",
+    "memgov.forget_where(jsonb,boolean)",
     "memgov.evaluate(jsonb,text)",
     "memgov.explain(jsonb,text)",
     "memgov.apply_retention(uuid)",
@@ -106,6 +108,19 @@ ENGINE_OWNERS: Final = ("memgov_owner", "memgov_policy", "memgov_settings_reader
 SETTINGS_READER: Final = "memgov_settings_reader"
 SETTINGS_FUNCTION: Final = "memgov.cron_settings()"
 GOVERNED_TABLE: Final = "memgov.long_term_memory_items"
+MONITORING_UNREADABLE_FIX: Final = (
+    "fix what the error names (another finding may say it), or create the view again as sql/090_monitoring.sql does"
+)
+#: what DBAs monitor memgov with (sql/090_monitoring.sql, docs/monitoring.md), and who reads it
+MONITORING_VIEWS: Final = (
+    "monitor_decisions",
+    "monitor_approvals",
+    "monitor_quarantine",
+    "monitor_sweep",
+    "monitor_seal",
+    "monitor_shadows",
+    "monitor_policies",
+)
 SAFE_SEARCH_PATH: Final = "pg_catalog, pg_temp"
 _TRUSTED_PATH_SCHEMAS: Final = frozenset({"pg_catalog", "memgov"})
 _TABLE_WRITES: Final = ("INSERT", "UPDATE", "DELETE", "TRUNCATE", "TRIGGER", "REFERENCES")
@@ -563,6 +578,76 @@ def check_pg_cron(dsn: str, conn: psycopg.Connection[Any], database: str) -> Ite
         )
 
 
+def check_monitoring(conn: psycopg.Connection[Any]) -> Iterator[Finding]:
+    """The monitoring views are there, readable by memgov_admin and pg_monitor, and each one runs."""
+    rows = _rows(conn, "doctor_monitoring_views", {"views": list(MONITORING_VIEWS)})
+    missing = [f"memgov.{r['name']}" for r in rows if not r["present"]]
+    if missing:
+        yield Finding(
+            "monitoring",
+            WARNING,
+            ", ".join(missing),
+            f"the monitoring view{'s' if len(missing) > 1 else ''} {', '.join(missing)} "
+            f"{'are' if len(missing) > 1 else 'is'} missing: dashboards and alerts on them read nothing",
+            "memgov migrate (the views come with the schema; docs/monitoring.md)",
+        )
+    for role, column in (("memgov_admin", "admin_reads"), ("pg_monitor", "monitor_reads")):
+        unread = [f"memgov.{r['name']}" for r in rows if r["present"] and not r[column]]
+        if unread:
+            yield Finding(
+                "monitoring",
+                WARNING,
+                role,
+                f"{role} may not read {', '.join(unread)}: monitoring as {role} fails",
+                f"GRANT SELECT ON {', '.join(unread)} TO {role}",
+            )
+    if rows and not rows[0]["monitor_uses_schema"]:
+        yield Finding(
+            "monitoring",
+            WARNING,
+            "pg_monitor",
+            "pg_monitor has no USAGE on schema memgov: a monitoring login (postgres_exporter's) reads no view",
+            "GRANT USAGE ON SCHEMA memgov TO pg_monitor",
+        )
+    for row in rows:
+        if not row["present"]:
+            continue
+        view = f"memgov.{row['name']}"
+        try:
+            with conn.transaction():
+                conn.execute(sql.SQL("SELECT FROM memgov.{} LIMIT 0").format(sql.Identifier(row["name"])))
+        except psycopg.Error as exc:
+            yield Finding(
+                "monitoring",
+                WARNING,
+                view,
+                f"{view} cannot be read: {_one_line(str(exc).splitlines()[0] if str(exc) else type(exc).__name__)}",
+                MONITORING_UNREADABLE_FIX,
+            )
+
+
+def check_xid_counter(conn: psycopg.Connection[Any]) -> Iterator[Finding]:
+    """A logical copy (pg_restore into another cluster) whose transaction counter is behind the seals."""
+    from .audit import counter_behind, counter_problem, counter_remedy
+
+    try:
+        behind = counter_behind(conn)
+    except (psycopg.errors.UndefinedTable, psycopg.errors.UndefinedColumn):
+        return  # a schema without the sealed log: `memgov migrate` is reported elsewhere
+    except psycopg.errors.InsufficientPrivilege:
+        yield Finding(
+            "xid-counter",
+            WARNING,
+            "memgov.decision_log",
+            f"{conn.info.user} may not read the decision log and its seals: the transaction counter was not "
+            "compared with them",
+            "run memgov doctor as a superuser (or a member of memgov_admin)",
+        )
+        return
+    if behind is not None:
+        yield Finding("xid-counter", ERROR, "memgov.decision_log", counter_problem(behind), counter_remedy(behind))
+
+
 def check_tenant_binding(conn: psycopg.Connection[Any], clients: Sequence[dict[str, Any]]) -> Iterator[Finding]:
     """Binding is optional: without it a client acts in whatever tenant its session names."""
     try:
@@ -645,6 +730,8 @@ def diagnose(dsn: str) -> Report:
             *check_client_grants(conn, clients),
             *check_pg_cron(dsn, conn, database),
             *check_tenant_binding(conn, clients),
+            *check_monitoring(conn),
+            *check_xid_counter(conn),
         ]
     order = {s: i for i, s in enumerate(SEVERITIES)}
     findings.sort(key=lambda f: order[f.severity])  # stable: checks keep their order within a severity

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterator, Mapping
 from contextlib import asynccontextmanager, contextmanager
+from datetime import datetime
 from typing import Any, Self
 from uuid import UUID
 
@@ -75,6 +76,17 @@ def _id(value: UUID | str) -> str:
     if not isinstance(value, UUID | str):
         raise TypeError(f"an id is a uuid.UUID or its text, not {type(value).__name__}")
     return str(value)
+
+
+def _filter(where: Mapping[str, Any], org_id: str | None) -> Jsonb:
+    """A ``memgov.forget_where`` filter, in the engine's tenant when it names none (the
+    database checks the rest: keys, values, a scope)."""
+    if not isinstance(where, Mapping):
+        raise TypeError(f"a filter is a mapping, not {type(where).__name__}")
+    given = dict(where)
+    if "org_id" not in given:
+        given["org_id"] = _tenant(org_id)
+    return Jsonb({k: (v.isoformat() if isinstance(v, datetime) else v) for k, v in given.items()})
 
 
 def _item(item: Item, org_id: str) -> Jsonb:
@@ -243,6 +255,14 @@ class MemoryPolicyEngine:
     async def forget(self, memory_id: UUID | str) -> Decision:
         """Delete a memory as the policy decides; raises PolicyDeniedError when it refuses."""
         return Decision.from_json(_mapping(await self._one("forget", {"memory_id": _id(memory_id)}))).raise_for()
+
+    async def forget_where(self, where: Mapping[str, Any], *, dry_run: bool = False) -> dict[str, Any]:
+        """Forget every memory ``where`` matches (in the engine's tenant unless it names
+        ``org_id``), each decided as :meth:`forget` decides one; nothing raises for a refused
+        memory: returns the counts ``{forgotten, held, denied, pending, dry_run}``. ``dry_run``
+        decides and counts and changes nothing. A malformed filter raises SQLError (22023)."""
+        params = {"filter": _filter(where, self.org_id), "dry_run": dry_run}
+        return dict(_mapping(await self._one("forget_where", params)))
 
     async def confirm(self, memory_id: UUID | str) -> FeedbackResult:
         """The user confirms a memory (reviewer role): its confidence rises, a pending one is approved."""
@@ -425,6 +445,11 @@ class SyncMemoryPolicyEngine:
     def forget(self, memory_id: UUID | str) -> Decision:
         """Delete a memory as the policy decides; raises PolicyDeniedError when it refuses."""
         return Decision.from_json(_mapping(self._one("forget", {"memory_id": _id(memory_id)}))).raise_for()
+
+    def forget_where(self, where: Mapping[str, Any], *, dry_run: bool = False) -> dict[str, Any]:
+        """Forget every memory ``where`` matches (see :meth:`MemoryPolicyEngine.forget_where`)."""
+        params = {"filter": _filter(where, self.org_id), "dry_run": dry_run}
+        return dict(_mapping(self._one("forget_where", params)))
 
     def confirm(self, memory_id: UUID | str) -> FeedbackResult:
         """The user confirms a memory (reviewer role): its confidence rises, a pending one is approved."""

@@ -35,6 +35,11 @@ def alembic_dir() -> Path:
     return _find("alembic")
 
 
+def exporter_queries() -> Path:
+    """postgres_exporter's custom queries file for memgov's monitoring views (docs/monitoring.md)."""
+    return _find("deploy") / "postgres_exporter" / "queries.yaml"
+
+
 def policies_dir() -> Path:
     """The directory of the shipped policies (``default.yaml``, ``examples/``, ``schema/``)."""
     return _find("policies")

@@ -171,7 +171,23 @@ def run(dsn: str, dry_run: bool = False, on_progress: Progress | None = None, in
         due = watcher.execute(query("maintenance_due_ttl")).fetchone()
         log.info("maintenance sweep%s starting after run %s", " (dry run)" if dry_run else "", after)
         busy: list[str] = []
-        worker.add_notice_handler(lambda diag: busy.append(diag.sqlstate or "") if diag.sqlstate == "MG409" else None)
+
+        # the lease's notice (MG409) says another run holds it; the seal's warning (MG409 too: a
+        # restored copy's counter behind the chain) is not "busy", and the run went on
+        def on_notice(diag: psycopg.errors.Diagnostic) -> None:
+            if diag.sqlstate != "MG409":
+                return
+            if _lease_taken(diag):
+                busy.append(diag.sqlstate)
+            else:
+                log.warning(
+                    "%s",
+                    diag.message_primary
+                    if not diag.message_hint
+                    else f"{diag.message_primary} ({diag.message_hint}; `memgov verify-log` says what to do)",
+                )
+
+        worker.add_notice_handler(on_notice)
         failure: list[BaseException] = []
 
         def call() -> None:
@@ -207,6 +223,13 @@ def run(dsn: str, dry_run: bool = False, on_progress: Progress | None = None, in
     summary = _summary(result)
     log.info("maintenance run %s %s: %s", summary.get("run_id"), summary.get("status"), counts(summary))
     return summary
+
+
+def _lease_taken(diag: psycopg.errors.Diagnostic) -> bool:
+    """Whether a notice is run_maintenance's "another maintenance run is in progress"."""
+    return diag.severity_nonlocalized == "NOTICE" and "another maintenance run is in progress" in (
+        diag.message_primary or ""
+    )
 
 
 def _run_after(conn: psycopg.Connection[Any], after: int) -> dict[str, Any] | None:
@@ -304,6 +327,7 @@ def status(dsn: str, version_table: str | None = None) -> dict[str, Any]:
             "quarantine": None,
             "last_maintenance_run": None,
             "decisions_24h": None,
+            "last_setting_change": None,
             "pg_cron": find_job(dsn, conn),
             "overdue": None,
             "now": None,
@@ -319,6 +343,7 @@ def status(dsn: str, version_table: str | None = None) -> dict[str, Any]:
         data["quarantine"] = _totals(_section(conn, "status_quarantine"), "held")
         data["overdue"] = _overdue(conn)
         data["decisions_24h"] = _by_key(_section(conn, "status_decisions_24h"), "action", "decisions")
+        data["last_setting_change"] = _last_setting_change(conn)
         last = _section(conn, "status_last_maintenance_run")
         if isinstance(last, dict) or not last:
             data["last_maintenance_run"] = last or None
@@ -336,6 +361,17 @@ def status(dsn: str, version_table: str | None = None) -> dict[str, Any]:
                 "counts": counts(run_row["summary"] or {}),
             }
     return data
+
+
+def _last_setting_change(conn: psycopg.Connection[Any]) -> dict[str, Any] | None:
+    """The latest change of memgov.settings; None when there was none (or the schema predates the record)."""
+    try:
+        rows = _section(conn, "status_last_setting_change")
+    except errors.UndefinedTable:
+        return None
+    if isinstance(rows, dict):
+        return dict(rows)
+    return rows[0] if rows else None
 
 
 def _totals(rows: list[dict[str, Any]] | dict[str, str], key: str) -> dict[str, Any]:

@@ -136,6 +136,14 @@ def memgov_forget(memory_id: uuid.UUID | str) -> Select[Decision]:
     return _call("forget", Decision.from_json, _id(memory_id))
 
 
+def memgov_forget_where(where: Mapping[str, Any], *, dry_run: bool = False) -> Select[dict[str, Any]]:
+    """``SELECT memgov.forget_where(filter, dry_run)``: forgets every memory the filter matches
+    (``org_id`` the tenant, a scope: ``project_id``, ``agent_id``, ``subject_id`` or
+    ``session_id``; ``categories``, ``created_before``, ``created_after``), each decided as a
+    forget; returns the counts ``{forgotten, held, denied, pending, dry_run}``."""
+    return _call("forget_where", dict, bindparam(None, _json_value(where), type_=JSONB), bindparam(None, dry_run))
+
+
 def memgov_confirm(memory_id: uuid.UUID | str) -> Select[FeedbackResult]:
     """``SELECT memgov.confirm(memory_id)``: the user confirms a memory (reviewer role)."""
     return _call("confirm", FeedbackResult.from_json, _id(memory_id))
@@ -362,6 +370,7 @@ __all__ = [
     "memgov_deny",
     "memgov_edit",
     "memgov_forget",
+    "memgov_forget_where",
     "memgov_get",
     "memgov_purge_quarantine",
     "memgov_reject",

@@ -431,7 +431,8 @@ LANGUAGE sql IMMUTABLE PARALLEL SAFE
 RETURN '{
     "limits": {
         "max_fact_text_bytes": 65536,
-        "max_other_bytes":     16384
+        "max_other_bytes":     16384,
+        "archive_min_age":     31536000
     },
     "feedback": {
         "confirm_delta":        0.1,
@@ -452,14 +453,18 @@ RETURN '{
     }
 }'::jsonb;
 
--- The engine's own settings, changed by memgov_admin with UPDATE.
+-- The engine's own settings, changed by memgov_admin with UPDATE. archive_min_age (seconds)
+-- is the youngest cut memgov.archive_decision_log takes; only a superuser lowers it
+-- (memgov.guard_settings, sql/080_audit.sql).
 CREATE TABLE memgov.settings (
-    name   text    PRIMARY KEY CHECK (name IN ('max_fact_text_bytes', 'max_other_bytes')),
-    value  bigint  NOT NULL CHECK (value BETWEEN 1024 AND 1073741823)
+    name   text    PRIMARY KEY CHECK (name IN ('max_fact_text_bytes', 'max_other_bytes', 'archive_min_age')),
+    value  bigint  NOT NULL CONSTRAINT settings_value_check CHECK (CASE WHEN name = 'archive_min_age' THEN value BETWEEN 0 AND 3153600000
+                                                                 ELSE value BETWEEN 1024 AND 1073741823 END)
 );
 COMMENT ON TABLE memgov.settings IS
     'Engine settings: max_fact_text_bytes caps fact_text, max_other_bytes the other columns together, '
-    'before any decision (defaults: memgov.setting_defaults() -> ''limits'')';
+    'before any decision; archive_min_age (seconds) is the youngest cut of the decision log''s archival '
+    '(defaults: memgov.setting_defaults() -> ''limits'')';
 INSERT INTO memgov.settings (name, value)
 SELECT d.key, d.value::bigint FROM jsonb_each_text(memgov.setting_defaults() -> 'limits') AS d;
 GRANT SELECT ON memgov.settings TO memgov_admin;

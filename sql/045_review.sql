@@ -3,7 +3,7 @@
 -- memgov.deny); a quarantined write (MG202) waits in memgov.quarantine until a reviewer
 -- releases or purges it (memgov.release_quarantine, memgov.purge_quarantine).
 --
--- Approving, denying and releasing are four eyes (memgov.check_reviewer: never the login
+-- Approving, denying, releasing and purging are four eyes (memgov.check_reviewer: never the login
 -- that made the write); what is approved or released is decided again by the active
 -- policy first, and a policy that now refuses it wins over the reviewer. Every call
 -- reaches only the caller's tenant: another tenant's ids answer MG404, like missing ones.
@@ -321,7 +321,9 @@ BEGIN
 END
 $$;
 
--- Purges a quarantined write: its payload is erased, the entry stays as a record.
+-- Purges a quarantined write: a reviewer's decision (four eyes), logged as a deny of the
+-- write (reason QUARANTINE_PURGED, the quarantining decision's rules and version); its
+-- payload is erased, the entry stays as a record.
 CREATE FUNCTION memgov.purge_quarantine(quarantine_id uuid)
 RETURNS jsonb
 LANGUAGE plpgsql
@@ -329,13 +331,21 @@ SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    v_entry  memgov.quarantine := memgov.held_quarantine(purge_quarantine.quarantine_id);
+    v_entry     memgov.quarantine := memgov.held_quarantine(purge_quarantine.quarantine_id);
+    v_actor     text := memgov.check_reviewer(v_entry.quarantined_login, v_entry.quarantined_by);
+    v_decision  memgov.decision := jsonb_populate_record(NULL::memgov.decision, v_entry.decision);
+    v_id        bigint;
 BEGIN
+    v_decision.action := 'deny';
+    v_decision.reason_codes := ARRAY['QUARANTINE_PURGED'];
+    v_decision.matched_rule_ids := coalesce(v_decision.matched_rule_ids, ARRAY[]::text[]);
+    v_decision.enforced := true;
+    v_id := memgov.log_decision(v_entry.operation::text, v_entry.memory_id, v_entry.org_id, v_actor, v_decision);
     UPDATE memgov.quarantine AS q
        SET status = 'purged', payload = jsonb_build_object('purged', true),
-           resolved_at = now(), resolved_by = memgov.invoker_role(), resolved_login = session_user
+           resolved_at = now(), resolved_by = v_actor, resolved_login = session_user
      WHERE q.quarantine_id = v_entry.quarantine_id AND q.org_id = v_entry.org_id;
-    RETURN jsonb_build_object('quarantine_id', v_entry.quarantine_id, 'status', 'purged');
+    RETURN jsonb_build_object('quarantine_id', v_entry.quarantine_id, 'status', 'purged', 'decision_id', v_id);
 END
 $$;
 

@@ -2,7 +2,8 @@
 --
 -- confirm, reject and edit are the user's acts: the application calls them on
 -- the user's behalf as memgov_reviewer; agents (memgov_writer) cannot.
--- forget is a governed DELETE that writers may call too. Every call locks
+-- forget is a governed DELETE that writers may call too; forget_where forgets every
+-- memory a filter matches (an erasure request), each decided as forget decides one. Every call locks
 -- the row (concurrent feedback never loses an update), works in exact
 -- numeric clamped to [0, 1], and is recorded in memgov.feedback_events.
 --
@@ -237,14 +238,205 @@ BEGIN
         DELETE FROM memgov.long_term_memory_items AS m
          WHERE m.memory_id = v_item.memory_id AND m.org_id = v_item.org_id;
         PERFORM memgov.drop_samples(v_item.org_id, ARRAY[v_item.memory_id]);
+        PERFORM memgov.log_deletion(v_item, 'forgotten', NULL);
     END IF;
     PERFORM memgov.record_feedback(v_item, 'forget', NULL, v_outcome.action);
     RETURN v_outcome.decision;
 END
 $$;
 
+-- Checks memgov.forget_where's filter and returns it whole, its tenant filled in (the
+-- session's when it names none). Raises 22023 for anything but an object of the known keys
+-- with well-formed values, and for a filter without a scope field besides the tenant.
+CREATE FUNCTION memgov.forget_filter(p_filter jsonb)
+RETURNS jsonb
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    c_scope    constant text[] := ARRAY['project_id', 'agent_id', 'subject_id', 'session_id'];
+    c_keys     constant text[] := ARRAY['org_id', 'project_id', 'agent_id', 'subject_id', 'session_id',
+                                        'categories', 'created_before', 'created_after'];
+    v_key      text;
+    v_value    jsonb;
+    v_unknown  text;
+    v_at       timestamptz;
+BEGIN
+    IF p_filter IS NULL OR jsonb_typeof(p_filter) <> 'object' THEN
+        RAISE EXCEPTION 'memgov: forget_where takes a JSON object, not %', coalesce(jsonb_typeof(p_filter), 'NULL')
+            USING ERRCODE = '22023',
+                  HINT = 'for example {"org_id": "acme", "subject_id": "user-42"}';
+    END IF;
+    SELECT string_agg(format('%I', k), ', ' ORDER BY k) INTO v_unknown
+      FROM jsonb_object_keys(p_filter) AS k WHERE k <> ALL (c_keys);
+    IF v_unknown IS NOT NULL THEN
+        RAISE EXCEPTION 'memgov: forget_where does not know the filter key(s) %', v_unknown
+            USING ERRCODE = '22023', HINT = 'the keys are ' || array_to_string(c_keys, ', ');
+    END IF;
+    FOR v_key, v_value IN SELECT e.key, e.value FROM jsonb_each(p_filter) AS e LOOP
+        IF v_key = 'categories' THEN
+            IF jsonb_typeof(v_value) <> 'array' OR jsonb_array_length(v_value) = 0
+               OR EXISTS (SELECT FROM jsonb_array_elements(v_value) AS c
+                           WHERE jsonb_typeof(c) <> 'string' OR c #>> '{}' = '') THEN
+                RAISE EXCEPTION 'memgov: forget_where''s categories must be a non-empty array of category names, not %',
+                                left(v_value::text, 200)
+                    USING ERRCODE = '22023', HINT = 'for example "categories": ["preference", "contact"]';
+            END IF;
+        ELSIF jsonb_typeof(v_value) <> 'string' OR v_value #>> '{}' = '' THEN
+            RAISE EXCEPTION 'memgov: forget_where''s % must be a non-empty string, not %', v_key, left(v_value::text, 200)
+                USING ERRCODE = '22023';
+        ELSIF v_key IN ('created_before', 'created_after') THEN
+            BEGIN
+                v_at := (v_value #>> '{}')::timestamptz;
+            EXCEPTION WHEN invalid_datetime_format OR datetime_field_overflow OR invalid_parameter_value THEN
+                RAISE EXCEPTION 'memgov: forget_where''s % is not a timestamp: %', v_key, left(v_value::text, 200)
+                    USING ERRCODE = '22023', HINT = 'an ISO 8601 timestamp, for example "2026-01-31T00:00:00Z"';
+            END;
+        END IF;
+    END LOOP;
+    IF NOT p_filter ?| c_scope THEN
+        RAISE EXCEPTION 'memgov: forget_where needs a scope besides the tenant: one of %', array_to_string(c_scope, ', ')
+            USING ERRCODE = '22023',
+                  HINT = 'categories and creation times narrow a scope; they never make one';
+    END IF;
+    IF (p_filter ->> 'created_after')::timestamptz >= (p_filter ->> 'created_before')::timestamptz THEN
+        RAISE EXCEPTION 'memgov: forget_where''s created_after (%) is not before its created_before (%)',
+                        p_filter ->> 'created_after', p_filter ->> 'created_before'
+            USING ERRCODE = '22023';
+    END IF;
+    RETURN p_filter || jsonb_build_object('org_id', memgov.check_tenant_id(
+        coalesce(p_filter ->> 'org_id', nullif(current_setting('memgov.org_id', true), ''))));
+END
+$$;
+
+-- Whether a memory matches a checked memgov.forget_where filter (memgov.forget_filter), its
+-- tenant aside. (SQL without a SET clause: inlined into forget_where's query.)
+CREATE FUNCTION memgov.forget_matches(p_item memgov.long_term_memory_items, p_filter jsonb)
+RETURNS boolean
+LANGUAGE sql STABLE
+AS $$
+    SELECT (p_filter ->> 'project_id' IS NULL OR p_item.project_id = p_filter ->> 'project_id')
+       AND (p_filter ->> 'agent_id' IS NULL OR p_item.agent_id = p_filter ->> 'agent_id')
+       AND (p_filter ->> 'subject_id' IS NULL OR p_item.subject_id = p_filter ->> 'subject_id')
+       AND (p_filter ->> 'session_id' IS NULL OR p_item.session_id = p_filter ->> 'session_id')
+       AND (p_filter -> 'categories' IS NULL OR (p_filter -> 'categories') ? p_item.category)
+       AND (p_filter ->> 'created_before' IS NULL
+            OR p_item.created_at < (p_filter ->> 'created_before')::timestamptz)
+       AND (p_filter ->> 'created_after' IS NULL
+            OR p_item.created_at > (p_filter ->> 'created_after')::timestamptz)
+$$;
+
+-- Forgets every memory of a tenant that a filter matches (docs/reference.md): each decided
+-- as a `forget` on behalf of the caller, as memgov.forget decides one. What is allowed is
+-- deleted at once, its decisions logged once per distinct decision (memory_ids), and one
+-- deletion_log row lists it; a hold for approval, a quarantine or a denial (a legal hold
+-- among them) keeps the memory and logs a row of its own, through memgov.govern (a denial
+-- raises nothing: it is counted). A memory pending approval is left to its reviewers (not
+-- decided). With dry_run, the same decisions are taken and counted, and nothing is locked,
+-- logged, filed or deleted. Returns {forgotten, held, denied, pending, dry_run}.
+CREATE FUNCTION memgov.forget_where(filter jsonb, dry_run boolean DEFAULT false)
+RETURNS jsonb
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_filter      jsonb := memgov.forget_filter(forget_where.filter);
+    v_org         text := memgov.check_tenant(v_filter ->> 'org_id');
+    v_actor       text := memgov.invoker_role();
+    v_shadowed    boolean := memgov.shadow_of(v_org) IS NOT NULL;
+    v_matches     refcursor;
+    v_item        memgov.long_term_memory_items;
+    v_decision    memgov.decision;
+    v_shadow      memgov.shadow_verdict;
+    v_outcome     memgov.write_outcome;
+    v_action      text;
+    v_key         text;
+    v_at          integer;
+    v_keys        text[] := '{}';     -- the distinct decisions of what is deleted, and their log rows
+    v_logged      bigint[] := '{}';
+    v_ids         uuid[] := '{}';     -- what is deleted, and the log row of each
+    v_of          bigint[] := '{}';
+    v_deleted     integer;
+    v_counts      jsonb := '{"forgotten": 0, "held": 0, "denied": 0, "pending": 0}';
+BEGIN
+    IF forget_where.dry_run IS NULL THEN
+        RAISE EXCEPTION 'memgov: forget_where''s dry_run must be true or false' USING ERRCODE = '22023';
+    END IF;
+    -- in memory_id order, each locked as forget() locks its memory (a dry run locks nothing)
+    IF forget_where.dry_run THEN
+        OPEN v_matches FOR SELECT * FROM memgov.long_term_memory_items m
+         WHERE m.org_id = v_org AND memgov.forget_matches(m, v_filter) ORDER BY m.memory_id;
+    ELSE
+        OPEN v_matches FOR SELECT * FROM memgov.long_term_memory_items m
+         WHERE m.org_id = v_org AND memgov.forget_matches(m, v_filter) ORDER BY m.memory_id FOR UPDATE;
+    END IF;
+    LOOP
+        FETCH v_matches INTO v_item;
+        EXIT WHEN NOT FOUND;
+        IF v_item.status = 'pending_approval' THEN
+            v_counts := jsonb_set(v_counts, '{pending}', to_jsonb((v_counts ->> 'pending')::integer + 1));
+            CONTINUE;
+        END IF;
+        v_decision := memgov.decide(v_item, 'forget', v_actor);
+        v_action := CASE WHEN v_decision.enforced THEN v_decision.action ELSE 'allow' END;
+        IF NOT forget_where.dry_run THEN
+            v_shadow := CASE WHEN v_shadowed THEN memgov.judge_shadow('forget', v_item, NULL, v_actor) END;
+            IF v_action = 'allow' AND v_shadow.shadow_id IS NULL THEN
+                -- deleted: its decision logged once for every memory deleted under it
+                v_key := concat_ws(E'\x1f', v_decision.action, v_decision.enforced, v_decision.policy_version,
+                                   v_decision.mode, v_decision.risk_level,
+                                   array_to_string(v_decision.reason_codes, E'\x1f', ''),
+                                   array_to_string(v_decision.matched_rule_ids, E'\x1f', ''));
+                v_at := array_position(v_keys, v_key);
+                IF v_at IS NULL THEN
+                    v_keys := v_keys || v_key;
+                    v_logged := v_logged || memgov.log_decision('forget', v_item.memory_id, v_org, v_actor, v_decision);
+                    v_at := cardinality(v_keys);
+                END IF;
+                v_ids := v_ids || v_item.memory_id;
+                v_of := v_of || v_logged[v_at];
+            ELSE
+                -- a row of its own: a request, a quarantine entry, a denial, or a shadow's verdict beside it
+                v_outcome := memgov.govern('forget', v_item, v_actor, v_decision, v_shadow, p_raise => false);
+                v_action := v_outcome.action;
+                IF v_action = 'allow' THEN
+                    v_ids := v_ids || v_item.memory_id;
+                    v_of := v_of || v_outcome.decision_id;
+                END IF;
+            END IF;
+        END IF;
+        v_key := CASE v_action WHEN 'allow' THEN 'forgotten' WHEN 'deny' THEN 'denied' ELSE 'held' END;
+        v_counts := jsonb_set(v_counts, ARRAY[v_key], to_jsonb((v_counts ->> v_key)::integer + 1));
+    END LOOP;
+    CLOSE v_matches;
+
+    IF cardinality(v_ids) > 0 THEN
+        DELETE FROM memgov.long_term_memory_items m WHERE m.org_id = v_org AND m.memory_id = ANY (v_ids);
+        GET DIAGNOSTICS v_deleted = ROW_COUNT;
+        IF v_deleted <> cardinality(v_ids) THEN
+            RAISE EXCEPTION 'memgov: forget_where deleted % of the % memories it had locked', v_deleted, cardinality(v_ids)
+                USING ERRCODE = 'XX000';
+        END IF;
+        PERFORM memgov.drop_samples(v_org, v_ids);
+        -- each shared decision lists its memories (a decision of one memory keeps its memory_id)
+        UPDATE memgov.decision_log d
+           SET memory_id = NULL, memory_ids = g.ids, memory_count = cardinality(g.ids)
+          FROM (SELECT o.decision_id, array_agg(o.memory_id ORDER BY o.memory_id) AS ids
+                  FROM unnest(v_ids, v_of) AS o (memory_id, decision_id)
+                 GROUP BY o.decision_id HAVING count(*) > 1) AS g
+         WHERE d.org_id = v_org AND d.decision_id = g.decision_id;
+        INSERT INTO memgov.deletion_log (org_id, reason, policy_version, memory_count, memory_ids)
+        VALUES (v_org, 'forgotten', memgov.policy_settings(v_org) ->> 'version', cardinality(v_ids),
+                ARRAY(SELECT i FROM unnest(v_ids) AS i ORDER BY i));
+    END IF;
+    RETURN v_counts || jsonb_build_object('dry_run', forget_where.dry_run);
+END
+$$;
+
 GRANT EXECUTE ON FUNCTION memgov.confirm(uuid), memgov.reject(uuid), memgov.edit(uuid, text)
     TO memgov_reviewer, memgov_admin;
-GRANT EXECUTE ON FUNCTION memgov.forget(uuid) TO memgov_writer, memgov_reviewer, memgov_admin;
+GRANT EXECUTE ON FUNCTION memgov.forget(uuid), memgov.forget_where(jsonb, boolean)
+    TO memgov_writer, memgov_reviewer, memgov_admin;
 
 RESET ROLE;

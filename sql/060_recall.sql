@@ -207,6 +207,31 @@ AS $$
     SELECT FROM pg_catalog.set_config('memgov.last_recall', p_outcome::text, true)
 $$;
 
+-- A governed read writes its decision-log row, which a read-only transaction cannot: on a
+-- hot standby (pg_is_in_recovery()) or in a READ ONLY transaction, refuse it up front with
+-- SQLSTATE 25006 and the remedy, rather than fail in the middle on the log's INSERT.
+-- (No SET clause: its callers pin search_path.)
+CREATE FUNCTION memgov.refuse_read_only(p_operation text)
+RETURNS void
+LANGUAGE plpgsql STABLE
+AS $$
+BEGIN
+    IF pg_catalog.current_setting('transaction_read_only') = 'off' THEN
+        RETURN;
+    END IF;
+    IF pg_catalog.pg_is_in_recovery() THEN
+        RAISE EXCEPTION 'memgov: % is a governed read: it logs its decision, and this server is a standby (read-only)',
+                        p_operation
+            USING ERRCODE = '25006',
+                  HINT = 'send memgov.search and memgov.get to the primary; a standby serves ungoverned reads only '
+                         '(docs/operations.md, "Reads on a standby")';
+    END IF;
+    RAISE EXCEPTION 'memgov: % is a governed read: it logs its decision, and this transaction is read-only', p_operation
+        USING ERRCODE = '25006',
+              HINT = 'run it in a read-write transaction (default_transaction_read_only, SET TRANSACTION READ WRITE)';
+END
+$$;
+
 -- The session tenant's memories that match a query, best first (memgov.recall_score),
 -- each allowed by a get decision. Examines candidates in score order until `limit` are
 -- allowed or the matches run out.
@@ -243,6 +268,7 @@ DECLARE
     v_id           bigint;
     v_outcome      jsonb;
 BEGIN
+    PERFORM memgov.refuse_read_only('memgov.search');
     v_decision := memgov.read_decision(v_asked, 'search', v_actor);
     v_shadow := memgov.judge_shadow('search', v_asked, NULL, v_actor);
     IF v_decision.enforced AND v_decision.action <> 'allow' THEN
@@ -352,6 +378,7 @@ DECLARE
     v_allowed   boolean;
     v_outcome   jsonb;
 BEGIN
+    PERFORM memgov.refuse_read_only('memgov.get');
     SELECT * INTO v_item FROM memgov.long_term_memory_items m
      WHERE m.memory_id = get.memory_id AND m.org_id = v_org_id AND m.status = 'active'
        AND (m.expires_at IS NULL OR m.expires_at > now());

@@ -18,16 +18,17 @@
 
 SET ROLE memgov_owner;
 
--- Every deletion by retention or feedback: which memories, why, by which rule; never the text.
--- One row per batch of the sweep and tenant (and rule): the ids of the memories it deleted,
--- so that a sweep writes one log row per few thousand deletions, not one per deletion;
--- memgov.apply_retention and a reject's deletion write a row of one id. The GIN index finds
+-- Every deletion by retention, feedback or forgetting: which memories, why, by which rule;
+-- never the text. One row per batch of the sweep and tenant (and rule): the ids of the
+-- memories it deleted, so that a sweep writes one log row per few thousand deletions, not one
+-- per deletion; memgov.apply_retention, a reject's deletion and memgov.forget write a row of
+-- one id, memgov.forget_where a row of every memory it deleted. The GIN index finds
 -- a memory's row: WHERE memory_ids @> ARRAY[<memory_id>].
 CREATE TABLE memgov.deletion_log (
     deletion_id     bigint       GENERATED ALWAYS AS IDENTITY,
     deleted_at      timestamptz  NOT NULL DEFAULT now(),
     org_id          text         NOT NULL,
-    reason          text         NOT NULL CHECK (reason IN ('ttl', 'confidence', 'auto_delete', 'rejected')),
+    reason          text         NOT NULL CHECK (reason IN ('ttl', 'confidence', 'auto_delete', 'rejected', 'forgotten')),
     rule_id         text,
     policy_version  text,
     run_id          bigint,
@@ -37,7 +38,8 @@ CREATE TABLE memgov.deletion_log (
     CHECK (memory_count = cardinality(memory_ids) AND memory_count > 0)
 );
 COMMENT ON TABLE memgov.deletion_log IS
-    'Memories deleted by retention or rejection, a row per batch and tenant: ids, reason, rule; never the content';
+    'Memories deleted by retention, rejection or forgetting, a row per batch and tenant: ids, reason, rule; '
+    'never the content';
 -- A batch's ids (16 random bytes each) do not compress: stored out of line as they are, not
 -- after pglz has tried every array (a fifth of the log's INSERT, measured).
 ALTER TABLE memgov.deletion_log ALTER COLUMN memory_ids SET STORAGE EXTERNAL;
@@ -158,7 +160,7 @@ $$;
 -- schedule is itself the policy's decision). Where the active policy has no deny rule that
 -- can decide a forget (memgov.policy_may_hold), it decides nothing per row and is false.
 
--- Records one deletion made outside the sweep (apply_retention, rejection): a row of one id.
+-- Records one deletion made outside the sweep (apply_retention, rejection, forget): a row of one id.
 CREATE FUNCTION memgov.log_deletion(p_item memgov.long_term_memory_items, p_reason text, p_run_id bigint)
 RETURNS void
 LANGUAGE sql

@@ -67,11 +67,31 @@ CREATE TABLE memgov.decision_log_archives (
     last_decision_id   bigint      NOT NULL,
     row_count          bigint      NOT NULL,
     last_hash          bytea       NOT NULL,
+    -- memgov.settings' archive_min_age when it ran (NULL: made before archival had a floor)
+    min_age            interval,
     PRIMARY KEY (org_id, archive_id),
     CHECK (last_seal_id >= first_seal_id)
 );
 COMMENT ON TABLE memgov.decision_log_archives IS
     'Seals removed from the decision log by memgov.archive_decision_log, with the last removed seal''s hash';
+
+-- Every change of memgov.settings: who, when, the old and the new value (NULL: the row did
+-- not exist, or no longer does). Append-only like the log, and chained: each change's hash
+-- covers the previous one's, so that a row changed or removed in the middle shows
+-- (memgov.verify_decision_log, 'settings_changes').
+CREATE TABLE memgov.settings_changes (
+    change_id    bigint      GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    changed_at   timestamptz NOT NULL DEFAULT now(),
+    login        text        NOT NULL DEFAULT session_user,
+    actor        text        NOT NULL,
+    name         text        NOT NULL,
+    old_value    bigint,
+    new_value    bigint,
+    prev_hash    bytea       NOT NULL,
+    change_hash  bytea       NOT NULL
+);
+COMMENT ON TABLE memgov.settings_changes IS
+    'Every change of memgov.settings (who, when, old and new value): append-only, hash-chained';
 
 -- Refuses UPDATE, DELETE and TRUNCATE of the decision log, its seals and its archive records,
 -- for every role. It lets through only memgov.archive_decision_log()'s deletes of what that
@@ -125,6 +145,10 @@ BEGIN
     IF v_allowed THEN
         RETURN OLD;
     END IF;
+    IF TG_TABLE_NAME = 'settings_changes' THEN
+        RAISE EXCEPTION 'memgov: %.% is append-only: % refused', TG_TABLE_SCHEMA, TG_TABLE_NAME, TG_OP
+            USING ERRCODE = '42501', HINT = 'the record of settings changes is never changed or removed';
+    END IF;
     RAISE EXCEPTION 'memgov: %.% is append-only: % refused', TG_TABLE_SCHEMA, TG_TABLE_NAME, TG_OP
         USING ERRCODE = '42501',
               HINT = 'logged decisions are never changed; sealed rows leave only through '
@@ -151,6 +175,88 @@ ALTER TABLE memgov.decision_log_seals    ENABLE ALWAYS TRIGGER refuse_change;
 ALTER TABLE memgov.decision_log_seals    ENABLE ALWAYS TRIGGER refuse_truncate;
 ALTER TABLE memgov.decision_log_archives ENABLE ALWAYS TRIGGER refuse_change;
 ALTER TABLE memgov.decision_log_archives ENABLE ALWAYS TRIGGER refuse_truncate;
+CREATE TRIGGER refuse_change BEFORE UPDATE OR DELETE ON memgov.settings_changes
+    FOR EACH ROW EXECUTE FUNCTION memgov.refuse_log_change();
+CREATE TRIGGER refuse_truncate BEFORE TRUNCATE ON memgov.settings_changes
+    FOR EACH STATEMENT EXECUTE FUNCTION memgov.refuse_log_change();
+ALTER TABLE memgov.settings_changes ENABLE ALWAYS TRIGGER refuse_change;
+ALTER TABLE memgov.settings_changes ENABLE ALWAYS TRIGGER refuse_truncate;
+
+-- The hash of a settings change: of the previous change's hash and the change itself.
+CREATE FUNCTION memgov.settings_change_hash(p_prev_hash bytea, p_change_id bigint, p_changed_at timestamptz,
+                                            p_login text, p_actor text, p_name text,
+                                            p_old_value bigint, p_new_value bigint)
+RETURNS bytea
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$
+    SELECT pg_catalog.sha256(
+               p_prev_hash
+               || pg_catalog.convert_to(pg_catalog.format('memgov-settings-v1 %s %s %s %s %s %s %s',
+                      p_change_id, EXTRACT(epoch FROM p_changed_at), pg_catalog.quote_literal(p_login),
+                      pg_catalog.quote_literal(p_actor), pg_catalog.quote_literal(p_name),
+                      coalesce(p_old_value::text, 'NULL'), coalesce(p_new_value::text, 'NULL')), 'UTF8'))
+$$;
+
+-- Records a change of memgov.settings (a value that stays the same is no change). Runs as
+-- memgov_owner: nobody else may write the record.
+CREATE FUNCTION memgov.record_setting_change()
+RETURNS trigger
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_change  memgov.settings_changes;
+BEGIN
+    IF TG_OP = 'UPDATE' AND NEW.value IS NOT DISTINCT FROM OLD.value AND NEW.name = OLD.name THEN
+        RETURN NULL;
+    END IF;
+    -- one change at a time: the chain has one end (clients may only read it, so none can
+    -- hold a lock that conflicts with this one)
+    LOCK TABLE memgov.settings_changes IN SHARE ROW EXCLUSIVE MODE;
+    SELECT c.change_hash INTO v_change.prev_hash
+      FROM memgov.settings_changes c ORDER BY c.change_id DESC LIMIT 1;
+    v_change.prev_hash := coalesce(v_change.prev_hash, decode(repeat('00', 32), 'hex'));
+    v_change.change_id := nextval(pg_get_serial_sequence('memgov.settings_changes', 'change_id'));
+    v_change.changed_at := now();
+    v_change.login := session_user;
+    v_change.actor := memgov.invoker_role();
+    v_change.name := CASE TG_OP WHEN 'DELETE' THEN OLD.name ELSE NEW.name END;
+    v_change.old_value := CASE TG_OP WHEN 'INSERT' THEN NULL ELSE OLD.value END;
+    v_change.new_value := CASE TG_OP WHEN 'DELETE' THEN NULL ELSE NEW.value END;
+    v_change.change_hash := memgov.settings_change_hash(v_change.prev_hash, v_change.change_id,
+        v_change.changed_at, v_change.login, v_change.actor, v_change.name, v_change.old_value, v_change.new_value);
+    INSERT INTO memgov.settings_changes OVERRIDING SYSTEM VALUE SELECT v_change.*;
+    RETURN NULL;
+END
+$$;
+
+CREATE TRIGGER record_change AFTER INSERT OR UPDATE OR DELETE ON memgov.settings
+    FOR EACH ROW EXECUTE FUNCTION memgov.record_setting_change();
+ALTER TABLE memgov.settings ENABLE ALWAYS TRIGGER record_change;
+
+-- Archival's floor (archive_min_age) is lowered by a superuser only: memgov_admin may raise
+-- it, and change the other settings. Enabled ALWAYS, like the log's guards.
+CREATE FUNCTION memgov.guard_settings()
+RETURNS trigger
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF NEW.name = 'archive_min_age' AND NEW.value < OLD.value
+       AND NOT coalesce((SELECT r.rolsuper FROM pg_roles r WHERE r.rolname = session_user), false)
+       AND NOT coalesce((SELECT r.rolsuper FROM pg_roles r WHERE r.rolname = current_user), false) THEN
+        RAISE EXCEPTION 'memgov: only a superuser may lower archive_min_age (from % to % seconds)', OLD.value, NEW.value
+            USING ERRCODE = '42501',
+                  HINT = 'the floor keeps recent decisions from being archived; memgov_admin may only raise it';
+    END IF;
+    RETURN NEW;
+END
+$$;
+
+CREATE TRIGGER guard_settings BEFORE UPDATE ON memgov.settings
+    FOR EACH ROW EXECUTE FUNCTION memgov.guard_settings();
+ALTER TABLE memgov.settings ENABLE ALWAYS TRIGGER guard_settings;
 
 -- The sha256 of one log row: all its columns as jsonb, NULLs left out (a column added later,
 -- NULL in old rows, leaves their digests as they were). Timestamps print in the session's
@@ -335,6 +441,13 @@ DECLARE
     v_archives    integer := 0;
     v_arch_seals  bigint := 0;
     v_arch_rows   bigint := 0;
+    v_arch_runs   jsonb := '[]';
+    v_change      memgov.settings_changes;
+    v_set_hash    bytea := decode(repeat('00', 32), 'hex');
+    v_set_count   bigint := 0;
+    v_set_last    bigint;
+    v_set_break   jsonb;
+    v_floor       interval;
     v_ids         bigint[];
     v_digests     bytea;
     v_stored      bigint;
@@ -376,6 +489,17 @@ BEGIN
             END IF;
         END IF;
         v_archives := v_archives + 1;
+        -- what it removed, up to when, by whom; a cut younger than the floor was (an archive
+        -- made before archival had one is measured against the default floor) is flagged
+        v_floor := coalesce(v_archive.min_age, make_interval(secs =>
+                       (memgov.setting_defaults() -> 'limits' ->> 'archive_min_age')::bigint));
+        v_arch_runs := v_arch_runs || jsonb_build_array(jsonb_build_object(
+            'archive_id', v_archive.archive_id, 'archived_at', v_archive.archived_at,
+            'archived_by', v_archive.archived_by, 'login', v_archive.archived_login,
+            'decided_before', v_archive.decided_before, 'rows', v_archive.row_count,
+            'first_seal_id', v_archive.first_seal_id, 'last_seal_id', v_archive.last_seal_id,
+            'min_age_seconds', extract(epoch FROM v_archive.min_age)::bigint,
+            'below_floor', v_floor > interval '0' AND v_archive.decided_before > v_archive.archived_at - v_floor));
         v_arch_seals := v_arch_seals + (v_archive.last_seal_id - v_archive.first_seal_id + 1);
         v_arch_rows := v_arch_rows + v_archive.row_count;
         v_next_seal := v_archive.last_seal_id + 1;
@@ -505,23 +629,49 @@ BEGIN
      WHERE d.xact_id >= coalesce(v_end_x, 0)
        AND (d.xact_id, d.decision_id) > (coalesce(v_end_x, 0), coalesce(v_end_d, 0));
 
+    -- the record of settings changes: a chain of its own, each change continuing the last
+    FOR v_change IN SELECT * FROM memgov.settings_changes c ORDER BY c.change_id LOOP
+        IF v_change.prev_hash <> v_set_hash THEN
+            v_set_break := jsonb_build_object('change_id', v_change.change_id, 'problem', 'missing',
+                'detail', 'the change does not continue the previous one: a change before it was removed or altered');
+            EXIT;
+        END IF;
+        IF memgov.settings_change_hash(v_change.prev_hash, v_change.change_id, v_change.changed_at, v_change.login,
+                                       v_change.actor, v_change.name, v_change.old_value, v_change.new_value)
+           <> v_change.change_hash THEN
+            v_set_break := jsonb_build_object('change_id', v_change.change_id, 'problem', 'altered',
+                'detail', 'the change differs from what was recorded');
+            EXIT;
+        END IF;
+        v_set_count := v_set_count + 1;
+        v_set_hash := v_change.change_hash;
+        v_set_last := v_change.change_id;
+    END LOOP;
+
     RETURN jsonb_build_object(
-        'ok', v_break IS NULL,
+        'ok', v_break IS NULL AND v_set_break IS NULL,
+        'settings_changes', jsonb_build_object('changes', v_set_count, 'last_change_id', v_set_last,
+                                               'last_hash', CASE WHEN v_set_last IS NOT NULL
+                                                                 THEN encode(v_set_hash, 'hex') END,
+                                               'first_break', v_set_break),
         'seals', v_seals,
         'rows', v_rows,
         'first_break', v_break,
         'last_seal_id', v_last_id,
         'last_hash', encode(v_last_hash, 'hex'),
         'unsealed_rows', v_unsealed,
-        'archived', jsonb_build_object('archives', v_archives, 'seals', v_arch_seals, 'rows', v_arch_rows),
+        'archived', jsonb_build_object('archives', v_archives, 'seals', v_arch_seals, 'rows', v_arch_rows,
+                                       'runs', v_arch_runs),
         'anchor', v_anchor);
 END
 $$;
 
 -- Removes from the log the sealed rows decided before p_before: whole seals, the oldest first,
--- while every row of a seal was decided before it. Refuses (MG409) when the log does not
--- verify: archival never erases the evidence of a break. Records what it removed in
--- memgov.decision_log_archives; verification goes on from there. Export the rows first.
+-- while every row of a seal was decided before it. Refuses (22023) a cut younger than
+-- memgov.settings' archive_min_age (default 365 days), and (MG409) when the log does not
+-- verify: archival never erases recent decisions, nor the evidence of a break. Records what
+-- it removed, and the floor it ran under, in memgov.decision_log_archives; verification goes
+-- on from there. Export the rows first.
 CREATE FUNCTION memgov.archive_decision_log(p_before timestamptz)
 RETURNS jsonb
 LANGUAGE plpgsql
@@ -536,10 +686,18 @@ DECLARE
     v_rows      bigint;
     v_archive   bigint;
     v_deleted   bigint;
+    v_min_age   interval := make_interval(secs => memgov.engine_limit('archive_min_age'));
 BEGIN
     IF p_before IS NULL THEN
         RAISE EXCEPTION 'memgov: archive_decision_log needs a time: rows decided before it are archived'
             USING ERRCODE = '22023';
+    END IF;
+    IF v_min_age > interval '0' AND p_before > now() - v_min_age THEN  -- 0: no floor
+        RAISE EXCEPTION 'memgov: archive_decision_log refuses a cut at %, younger than archive_min_age (%): nothing archived',
+                        p_before, justify_hours(v_min_age)
+            USING ERRCODE = '22023',
+                  HINT = format('archive only what was decided before %s; a superuser may lower '
+                                'memgov.settings archive_min_age', now() - v_min_age);
     END IF;
     -- no seal is made while we archive
     LOCK TABLE memgov.decision_log_seals IN SHARE ROW EXCLUSIVE MODE;
@@ -565,9 +723,9 @@ BEGIN
     SELECT coalesce(max(a.archive_id), 0) + 1 INTO v_archive FROM memgov.decision_log_archives a;
     INSERT INTO memgov.decision_log_archives
            (archive_id, archived_by, decided_before, first_seal_id, last_seal_id, last_xact_id,
-            last_decision_id, row_count, last_hash)
+            last_decision_id, row_count, last_hash, min_age)
     VALUES (v_archive, memgov.invoker_role(), p_before, v_first, v_last.seal_id, v_last.last_xact_id,
-            v_last.last_decision_id, v_rows, v_last.seal_hash);
+            v_last.last_decision_id, v_rows, v_last.seal_hash, v_min_age);
     -- the guard triggers let this transaction delete what that record covers, and nothing else
     PERFORM set_config('memgov.archiving', v_archive::text, true);
     DELETE FROM memgov.decision_log d
@@ -590,6 +748,9 @@ $$;
 -- The chain is global, the log of every tenant: memgov_admin reads, seals, verifies, archives.
 REVOKE EXECUTE ON FUNCTION
     memgov.refuse_log_change(),
+    memgov.guard_settings(),
+    memgov.record_setting_change(),
+    memgov.settings_change_hash(bytea, bigint, timestamptz, text, text, text, bigint, bigint),
     memgov.chain_end(),
     memgov.decision_digest(memgov.decision_log),
     memgov.seal_hash(bytea, bigint, bigint, bigint, bigint, bigint, bigint[], bytea),
@@ -602,6 +763,6 @@ GRANT EXECUTE ON FUNCTION
     memgov.verify_decision_log(bigint, text),
     memgov.archive_decision_log(timestamptz)
     TO memgov_admin;
-GRANT SELECT ON memgov.decision_log_seals, memgov.decision_log_archives TO memgov_admin;
+GRANT SELECT ON memgov.decision_log_seals, memgov.decision_log_archives, memgov.settings_changes TO memgov_admin;
 
 RESET ROLE;

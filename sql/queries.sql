@@ -114,6 +114,17 @@ SELECT memgov.remember(%(item)s);
 -- name: forget
 SELECT memgov.forget(%(memory_id)s::uuid);
 
+-- name: forget_where
+-- Forgets every memory a filter matches, each decided as a forget (a dry run changes nothing).
+SELECT memgov.forget_where(%(filter)s::jsonb, %(dry_run)s::boolean);
+
+-- name: forget_caller
+-- Who the login is and whether it may forget (a member of memgov_writer, memgov_reviewer or
+-- memgov_admin; a superuser is a member of every role).
+SELECT session_user::text AS login,
+       pg_catalog.pg_has_role('memgov_writer', 'MEMBER') OR pg_catalog.pg_has_role('memgov_reviewer', 'MEMBER')
+       OR pg_catalog.pg_has_role('memgov_admin', 'MEMBER') AS may_forget;
+
 -- name: pin_search_path
 -- memgov test: its transaction resolves names as the engine's own functions do, whatever the
 -- caller's search_path (a compiled policy pins none: docs/security.md).
@@ -415,6 +426,13 @@ SELECT run_id, status, started_at, finished_at, run_by, summary
  ORDER BY run_id DESC
  LIMIT 1;
 
+-- name: status_last_setting_change
+-- `memgov status`: the latest change of memgov.settings (memgov_admin).
+SELECT changed_at, login, actor, name, old_value, new_value
+  FROM memgov.settings_changes
+ ORDER BY change_id DESC
+ LIMIT 1;
+
 -- name: status_decisions_24h
 SELECT action, count(*) AS decisions
   FROM memgov.decision_log
@@ -454,6 +472,19 @@ SET search_path = pg_catalog;
 -- name: doctor_schema_installed
 -- Whether the database has a memgov schema (asked of the catalog: no USAGE needed).
 SELECT EXISTS (SELECT FROM pg_catalog.pg_namespace WHERE nspname = 'memgov') AS installed;
+
+-- name: doctor_monitoring_views
+-- The monitoring views (sql/090_monitoring.sql): whether each is there, and whether
+-- memgov_admin and pg_monitor may read it (pg_monitor through USAGE on schema memgov too).
+SELECT v.name,
+       c.oid IS NOT NULL AS present,
+       c.oid IS NOT NULL AND pg_catalog.has_table_privilege('memgov_admin', c.oid, 'SELECT') AS admin_reads,
+       c.oid IS NOT NULL AND pg_catalog.has_table_privilege('pg_monitor', c.oid, 'SELECT') AS monitor_reads,
+       pg_catalog.has_schema_privilege('pg_monitor', 'memgov', 'USAGE') AS monitor_uses_schema
+  FROM pg_catalog.unnest(%(views)s::text[]) WITH ORDINALITY AS v(name, n)
+  LEFT JOIN pg_catalog.pg_class c
+    ON c.relname = v.name AND c.relnamespace = 'memgov'::regnamespace AND c.relkind = 'v'
+ ORDER BY v.n;
 
 -- name: doctor_replication_role
 -- Grants of SET / ALTER SYSTEM on session_replication_role to non-superusers ('replica'
@@ -672,6 +703,24 @@ SELECT to_regprocedure('memgov.verify_decision_log(bigint, text)') IS NOT NULL A
 -- name: verify_decision_log
 -- `memgov verify-log`: the hash chain recomputed, with an optional anchor (memgov_admin).
 SELECT memgov.verify_decision_log(%(anchor_seal_id)s::bigint, %(anchor_hash)s::text) AS report;
+
+-- name: xid_counter_behind
+-- Whether this cluster's transaction counter is behind the decision log: a logical copy
+-- (pg_dump / pg_restore) carries the rows' xact_id and the seals' horizon into a cluster
+-- whose counter starts lower. needed_xact_id is the first transaction id a new row may take
+-- (past the last seal's horizon, the last archive's last row and every row in the log);
+-- NULL when the counter is past it, as on every cluster the log was written on.
+-- data_directory: NULL unless the caller may read it (pg_settings hides it from others).
+SELECT n.next_xact_id,
+       CASE WHEN n.next_xact_id < x.needed THEN x.needed END AS needed_xact_id,
+       (SELECT s.setting FROM pg_catalog.pg_settings s WHERE s.name = 'data_directory') AS data_directory
+  FROM (SELECT pg_catalog.pg_snapshot_xmax(pg_catalog.pg_current_snapshot())::text::bigint AS next_xact_id) AS n
+ CROSS JOIN LATERAL (
+       SELECT greatest(
+                  (SELECT s.horizon_xact_id FROM memgov.decision_log_seals s ORDER BY s.seal_id DESC LIMIT 1),
+                  (SELECT a.last_xact_id + 1 FROM memgov.decision_log_archives a ORDER BY a.archive_id DESC LIMIT 1),
+                  (SELECT max(d.xact_id) + 1 FROM memgov.decision_log d WHERE d.xact_id >= n.next_xact_id)
+              ) AS needed) AS x;
 
 -- name: schema_routines
 -- Every routine of schema memgov as PostgreSQL prints it, in creation order, for

@@ -79,9 +79,9 @@ def policy_text(ref: str) -> tuple[str, str]:
 
 MEMGOV_TABLES = ("long_term_memory_items", "approval_requests", "quarantine", "decision_log", "feedback_events",
                  "deletion_log", "maintenance_runs", "decision_log_seals", "decision_log_archives",
-                 "shadow_decisions", "policy_shadows", "replay_samples")  # fmt: skip
+                 "shadow_decisions", "policy_shadows", "replay_samples", "settings_changes")  # fmt: skip
 # append-only (sql/080_audit.sql): their guard trigger refuses every DELETE; only their owner can lift it
-APPEND_ONLY_TABLES = ("decision_log", "decision_log_seals", "decision_log_archives")
+APPEND_ONLY_TABLES = ("decision_log", "decision_log_seals", "decision_log_archives", "settings_changes")
 
 
 def wipe(conn: psycopg.Connection[Any]) -> None:

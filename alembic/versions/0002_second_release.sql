@@ -101,6 +101,24 @@ COMMENT ON SEQUENCE memgov.batch_seal IS
 CREATE TYPE memgov.shared_decision AS (org_id text, decision_id bigint, memory_ids uuid[]);
 RESET ROLE;
 
+-- audit: settings changes are recorded (issue 27): the record's table, which the routines
+-- below name (its triggers and grant come after them)
+SET ROLE memgov_owner;
+CREATE TABLE memgov.settings_changes (
+    change_id    bigint      GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    changed_at   timestamptz NOT NULL DEFAULT now(),
+    login        text        NOT NULL DEFAULT session_user,
+    actor        text        NOT NULL,
+    name         text        NOT NULL,
+    old_value    bigint,
+    new_value    bigint,
+    prev_hash    bytea       NOT NULL,
+    change_hash  bytea       NOT NULL
+);
+COMMENT ON TABLE memgov.settings_changes IS
+    'Every change of memgov.settings (who, when, old and new value): append-only, hash-chained';
+RESET ROLE;
+
 -- generated routines: begin (scripts/revision-sql; do not edit)
 SET ROLE memgov_owner;
 
@@ -156,6 +174,13 @@ CREATE OR REPLACE FUNCTION memgov.engine_writes_done()
 BEGIN ATOMIC
  SELECT set_config('memgov.engine_write'::text, ''::text, true) AS set_config;
 END;
+
+CREATE OR REPLACE FUNCTION memgov.setting_defaults()
+ RETURNS jsonb
+ LANGUAGE sql
+ IMMUTABLE PARALLEL SAFE
+RETURN '{"limits": {"archive_min_age": 31536000, "max_other_bytes": 16384, "max_fact_text_bytes": 65536}, "replay": {"keep": "7 days", "sample_rate": 0}, "feedback": {"reject_delta": -0.3, "confirm_delta": 0.1, "edit_confidence": 0.8, "reject_delete_below": 0.0}, "retention": {"schedule": "*/10 * * * *", "batch_size": 5000, "approval_ttl": "7 days", "confidence_floor": 0.3, "confidence_grace": "30 days"}}'::jsonb;
+GRANT EXECUTE ON FUNCTION memgov.setting_defaults() TO pg_monitor;
 
 CREATE OR REPLACE FUNCTION memgov.recorded_function(p_compiled_sql text, p_function text, OUT definition text, OUT body text)
  RETURNS record
@@ -1309,6 +1334,31 @@ BEGIN
 END
 $function$;
 
+CREATE OR REPLACE FUNCTION memgov.purge_quarantine(quarantine_id uuid)
+ RETURNS jsonb
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+DECLARE
+    v_entry     memgov.quarantine := memgov.held_quarantine(purge_quarantine.quarantine_id);
+    v_actor     text := memgov.check_reviewer(v_entry.quarantined_login, v_entry.quarantined_by);
+    v_decision  memgov.decision := jsonb_populate_record(NULL::memgov.decision, v_entry.decision);
+    v_id        bigint;
+BEGIN
+    v_decision.action := 'deny';
+    v_decision.reason_codes := ARRAY['QUARANTINE_PURGED'];
+    v_decision.matched_rule_ids := coalesce(v_decision.matched_rule_ids, ARRAY[]::text[]);
+    v_decision.enforced := true;
+    v_id := memgov.log_decision(v_entry.operation::text, v_entry.memory_id, v_entry.org_id, v_actor, v_decision);
+    UPDATE memgov.quarantine AS q
+       SET status = 'purged', payload = jsonb_build_object('purged', true),
+           resolved_at = now(), resolved_by = v_actor, resolved_login = session_user
+     WHERE q.quarantine_id = v_entry.quarantine_id AND q.org_id = v_entry.org_id;
+    RETURN jsonb_build_object('quarantine_id', v_entry.quarantine_id, 'status', 'purged', 'decision_id', v_id);
+END
+$function$;
+
 CREATE OR REPLACE FUNCTION memgov.held_insert_request(p_item memgov.long_term_memory_items)
  RETURNS memgov.approval_requests
  LANGUAGE plpgsql
@@ -1458,9 +1508,211 @@ BEGIN
         DELETE FROM memgov.long_term_memory_items AS m
          WHERE m.memory_id = v_item.memory_id AND m.org_id = v_item.org_id;
         PERFORM memgov.drop_samples(v_item.org_id, ARRAY[v_item.memory_id]);
+        PERFORM memgov.log_deletion(v_item, 'forgotten', NULL);
     END IF;
     PERFORM memgov.record_feedback(v_item, 'forget', NULL, v_outcome.action);
     RETURN v_outcome.decision;
+END
+$function$;
+
+CREATE OR REPLACE FUNCTION memgov.forget_filter(p_filter jsonb)
+ RETURNS jsonb
+ LANGUAGE plpgsql
+ STABLE
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+DECLARE
+    c_scope    constant text[] := ARRAY['project_id', 'agent_id', 'subject_id', 'session_id'];
+    c_keys     constant text[] := ARRAY['org_id', 'project_id', 'agent_id', 'subject_id', 'session_id',
+                                        'categories', 'created_before', 'created_after'];
+    v_key      text;
+    v_value    jsonb;
+    v_unknown  text;
+    v_at       timestamptz;
+BEGIN
+    IF p_filter IS NULL OR jsonb_typeof(p_filter) <> 'object' THEN
+        RAISE EXCEPTION 'memgov: forget_where takes a JSON object, not %', coalesce(jsonb_typeof(p_filter), 'NULL')
+            USING ERRCODE = '22023',
+                  HINT = 'for example {"org_id": "acme", "subject_id": "user-42"}';
+    END IF;
+    SELECT string_agg(format('%I', k), ', ' ORDER BY k) INTO v_unknown
+      FROM jsonb_object_keys(p_filter) AS k WHERE k <> ALL (c_keys);
+    IF v_unknown IS NOT NULL THEN
+        RAISE EXCEPTION 'memgov: forget_where does not know the filter key(s) %', v_unknown
+            USING ERRCODE = '22023', HINT = 'the keys are ' || array_to_string(c_keys, ', ');
+    END IF;
+    FOR v_key, v_value IN SELECT e.key, e.value FROM jsonb_each(p_filter) AS e LOOP
+        IF v_key = 'categories' THEN
+            IF jsonb_typeof(v_value) <> 'array' OR jsonb_array_length(v_value) = 0
+               OR EXISTS (SELECT FROM jsonb_array_elements(v_value) AS c
+                           WHERE jsonb_typeof(c) <> 'string' OR c #>> '{}' = '') THEN
+                RAISE EXCEPTION 'memgov: forget_where''s categories must be a non-empty array of category names, not %',
+                                left(v_value::text, 200)
+                    USING ERRCODE = '22023', HINT = 'for example "categories": ["preference", "contact"]';
+            END IF;
+        ELSIF jsonb_typeof(v_value) <> 'string' OR v_value #>> '{}' = '' THEN
+            RAISE EXCEPTION 'memgov: forget_where''s % must be a non-empty string, not %', v_key, left(v_value::text, 200)
+                USING ERRCODE = '22023';
+        ELSIF v_key IN ('created_before', 'created_after') THEN
+            BEGIN
+                v_at := (v_value #>> '{}')::timestamptz;
+            EXCEPTION WHEN invalid_datetime_format OR datetime_field_overflow OR invalid_parameter_value THEN
+                RAISE EXCEPTION 'memgov: forget_where''s % is not a timestamp: %', v_key, left(v_value::text, 200)
+                    USING ERRCODE = '22023', HINT = 'an ISO 8601 timestamp, for example "2026-01-31T00:00:00Z"';
+            END;
+        END IF;
+    END LOOP;
+    IF NOT p_filter ?| c_scope THEN
+        RAISE EXCEPTION 'memgov: forget_where needs a scope besides the tenant: one of %', array_to_string(c_scope, ', ')
+            USING ERRCODE = '22023',
+                  HINT = 'categories and creation times narrow a scope; they never make one';
+    END IF;
+    IF (p_filter ->> 'created_after')::timestamptz >= (p_filter ->> 'created_before')::timestamptz THEN
+        RAISE EXCEPTION 'memgov: forget_where''s created_after (%) is not before its created_before (%)',
+                        p_filter ->> 'created_after', p_filter ->> 'created_before'
+            USING ERRCODE = '22023';
+    END IF;
+    RETURN p_filter || jsonb_build_object('org_id', memgov.check_tenant_id(
+        coalesce(p_filter ->> 'org_id', nullif(current_setting('memgov.org_id', true), ''))));
+END
+$function$;
+
+CREATE OR REPLACE FUNCTION memgov.forget_matches(p_item memgov.long_term_memory_items, p_filter jsonb)
+ RETURNS boolean
+ LANGUAGE sql
+ STABLE
+AS $function$
+    SELECT (p_filter ->> 'project_id' IS NULL OR p_item.project_id = p_filter ->> 'project_id')
+       AND (p_filter ->> 'agent_id' IS NULL OR p_item.agent_id = p_filter ->> 'agent_id')
+       AND (p_filter ->> 'subject_id' IS NULL OR p_item.subject_id = p_filter ->> 'subject_id')
+       AND (p_filter ->> 'session_id' IS NULL OR p_item.session_id = p_filter ->> 'session_id')
+       AND (p_filter -> 'categories' IS NULL OR (p_filter -> 'categories') ? p_item.category)
+       AND (p_filter ->> 'created_before' IS NULL
+            OR p_item.created_at < (p_filter ->> 'created_before')::timestamptz)
+       AND (p_filter ->> 'created_after' IS NULL
+            OR p_item.created_at > (p_filter ->> 'created_after')::timestamptz)
+$function$;
+
+CREATE OR REPLACE FUNCTION memgov.forget_where(filter jsonb, dry_run boolean DEFAULT false)
+ RETURNS jsonb
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+DECLARE
+    v_filter      jsonb := memgov.forget_filter(forget_where.filter);
+    v_org         text := memgov.check_tenant(v_filter ->> 'org_id');
+    v_actor       text := memgov.invoker_role();
+    v_shadowed    boolean := memgov.shadow_of(v_org) IS NOT NULL;
+    v_matches     refcursor;
+    v_item        memgov.long_term_memory_items;
+    v_decision    memgov.decision;
+    v_shadow      memgov.shadow_verdict;
+    v_outcome     memgov.write_outcome;
+    v_action      text;
+    v_key         text;
+    v_at          integer;
+    v_keys        text[] := '{}';     -- the distinct decisions of what is deleted, and their log rows
+    v_logged      bigint[] := '{}';
+    v_ids         uuid[] := '{}';     -- what is deleted, and the log row of each
+    v_of          bigint[] := '{}';
+    v_deleted     integer;
+    v_counts      jsonb := '{"forgotten": 0, "held": 0, "denied": 0, "pending": 0}';
+BEGIN
+    IF forget_where.dry_run IS NULL THEN
+        RAISE EXCEPTION 'memgov: forget_where''s dry_run must be true or false' USING ERRCODE = '22023';
+    END IF;
+    -- in memory_id order, each locked as forget() locks its memory (a dry run locks nothing)
+    IF forget_where.dry_run THEN
+        OPEN v_matches FOR SELECT * FROM memgov.long_term_memory_items m
+         WHERE m.org_id = v_org AND memgov.forget_matches(m, v_filter) ORDER BY m.memory_id;
+    ELSE
+        OPEN v_matches FOR SELECT * FROM memgov.long_term_memory_items m
+         WHERE m.org_id = v_org AND memgov.forget_matches(m, v_filter) ORDER BY m.memory_id FOR UPDATE;
+    END IF;
+    LOOP
+        FETCH v_matches INTO v_item;
+        EXIT WHEN NOT FOUND;
+        IF v_item.status = 'pending_approval' THEN
+            v_counts := jsonb_set(v_counts, '{pending}', to_jsonb((v_counts ->> 'pending')::integer + 1));
+            CONTINUE;
+        END IF;
+        v_decision := memgov.decide(v_item, 'forget', v_actor);
+        v_action := CASE WHEN v_decision.enforced THEN v_decision.action ELSE 'allow' END;
+        IF NOT forget_where.dry_run THEN
+            v_shadow := CASE WHEN v_shadowed THEN memgov.judge_shadow('forget', v_item, NULL, v_actor) END;
+            IF v_action = 'allow' AND v_shadow.shadow_id IS NULL THEN
+                -- deleted: its decision logged once for every memory deleted under it
+                v_key := concat_ws(E'\x1f', v_decision.action, v_decision.enforced, v_decision.policy_version,
+                                   v_decision.mode, v_decision.risk_level,
+                                   array_to_string(v_decision.reason_codes, E'\x1f', ''),
+                                   array_to_string(v_decision.matched_rule_ids, E'\x1f', ''));
+                v_at := array_position(v_keys, v_key);
+                IF v_at IS NULL THEN
+                    v_keys := v_keys || v_key;
+                    v_logged := v_logged || memgov.log_decision('forget', v_item.memory_id, v_org, v_actor, v_decision);
+                    v_at := cardinality(v_keys);
+                END IF;
+                v_ids := v_ids || v_item.memory_id;
+                v_of := v_of || v_logged[v_at];
+            ELSE
+                -- a row of its own: a request, a quarantine entry, a denial, or a shadow's verdict beside it
+                v_outcome := memgov.govern('forget', v_item, v_actor, v_decision, v_shadow, p_raise => false);
+                v_action := v_outcome.action;
+                IF v_action = 'allow' THEN
+                    v_ids := v_ids || v_item.memory_id;
+                    v_of := v_of || v_outcome.decision_id;
+                END IF;
+            END IF;
+        END IF;
+        v_key := CASE v_action WHEN 'allow' THEN 'forgotten' WHEN 'deny' THEN 'denied' ELSE 'held' END;
+        v_counts := jsonb_set(v_counts, ARRAY[v_key], to_jsonb((v_counts ->> v_key)::integer + 1));
+    END LOOP;
+    CLOSE v_matches;
+
+    IF cardinality(v_ids) > 0 THEN
+        DELETE FROM memgov.long_term_memory_items m WHERE m.org_id = v_org AND m.memory_id = ANY (v_ids);
+        GET DIAGNOSTICS v_deleted = ROW_COUNT;
+        IF v_deleted <> cardinality(v_ids) THEN
+            RAISE EXCEPTION 'memgov: forget_where deleted % of the % memories it had locked', v_deleted, cardinality(v_ids)
+                USING ERRCODE = 'XX000';
+        END IF;
+        PERFORM memgov.drop_samples(v_org, v_ids);
+        -- each shared decision lists its memories (a decision of one memory keeps its memory_id)
+        UPDATE memgov.decision_log d
+           SET memory_id = NULL, memory_ids = g.ids, memory_count = cardinality(g.ids)
+          FROM (SELECT o.decision_id, array_agg(o.memory_id ORDER BY o.memory_id) AS ids
+                  FROM unnest(v_ids, v_of) AS o (memory_id, decision_id)
+                 GROUP BY o.decision_id HAVING count(*) > 1) AS g
+         WHERE d.org_id = v_org AND d.decision_id = g.decision_id;
+        INSERT INTO memgov.deletion_log (org_id, reason, policy_version, memory_count, memory_ids)
+        VALUES (v_org, 'forgotten', memgov.policy_settings(v_org) ->> 'version', cardinality(v_ids),
+                ARRAY(SELECT i FROM unnest(v_ids) AS i ORDER BY i));
+    END IF;
+    RETURN v_counts || jsonb_build_object('dry_run', forget_where.dry_run);
+END
+$function$;
+GRANT EXECUTE ON FUNCTION memgov.forget_where(jsonb,boolean) TO memgov_writer, memgov_reviewer, memgov_admin;
+
+CREATE OR REPLACE FUNCTION memgov.refuse_read_only(p_operation text)
+ RETURNS void
+ LANGUAGE plpgsql
+ STABLE
+AS $function$
+BEGIN
+    IF pg_catalog.current_setting('transaction_read_only') = 'off' THEN
+        RETURN;
+    END IF;
+    IF pg_catalog.pg_is_in_recovery() THEN
+        RAISE EXCEPTION 'memgov: % is a governed read: it logs its decision, and this server is a standby (read-only)',
+                        p_operation
+            USING ERRCODE = '25006',
+                  HINT = 'send memgov.search and memgov.get to the primary; a standby serves ungoverned reads only '
+                         '(docs/operations.md, "Reads on a standby")';
+    END IF;
+    RAISE EXCEPTION 'memgov: % is a governed read: it logs its decision, and this transaction is read-only', p_operation
+        USING ERRCODE = '25006',
+              HINT = 'run it in a read-write transaction (default_transaction_read_only, SET TRANSACTION READ WRITE)';
 END
 $function$;
 
@@ -1497,6 +1749,7 @@ DECLARE
     v_id           bigint;
     v_outcome      jsonb;
 BEGIN
+    PERFORM memgov.refuse_read_only('memgov.search');
     v_decision := memgov.read_decision(v_asked, 'search', v_actor);
     v_shadow := memgov.judge_shadow('search', v_asked, NULL, v_actor);
     IF v_decision.enforced AND v_decision.action <> 'allow' THEN
@@ -1604,6 +1857,7 @@ DECLARE
     v_allowed   boolean;
     v_outcome   jsonb;
 BEGIN
+    PERFORM memgov.refuse_read_only('memgov.get');
     SELECT * INTO v_item FROM memgov.long_term_memory_items m
      WHERE m.memory_id = get.memory_id AND m.org_id = v_org_id AND m.status = 'active'
        AND (m.expires_at IS NULL OR m.expires_at > now());
@@ -1914,10 +2168,397 @@ BEGIN
     IF v_allowed THEN
         RETURN OLD;
     END IF;
+    IF TG_TABLE_NAME = 'settings_changes' THEN
+        RAISE EXCEPTION 'memgov: %.% is append-only: % refused', TG_TABLE_SCHEMA, TG_TABLE_NAME, TG_OP
+            USING ERRCODE = '42501', HINT = 'the record of settings changes is never changed or removed';
+    END IF;
     RAISE EXCEPTION 'memgov: %.% is append-only: % refused', TG_TABLE_SCHEMA, TG_TABLE_NAME, TG_OP
         USING ERRCODE = '42501',
               HINT = 'logged decisions are never changed; sealed rows leave only through '
                      'memgov.archive_decision_log(before), which records what it removes';
+END
+$function$;
+
+CREATE OR REPLACE FUNCTION memgov.settings_change_hash(p_prev_hash bytea, p_change_id bigint, p_changed_at timestamp with time zone, p_login text, p_actor text, p_name text, p_old_value bigint, p_new_value bigint)
+ RETURNS bytea
+ LANGUAGE sql
+ IMMUTABLE PARALLEL SAFE
+AS $function$
+    SELECT pg_catalog.sha256(
+               p_prev_hash
+               || pg_catalog.convert_to(pg_catalog.format('memgov-settings-v1 %s %s %s %s %s %s %s',
+                      p_change_id, EXTRACT(epoch FROM p_changed_at), pg_catalog.quote_literal(p_login),
+                      pg_catalog.quote_literal(p_actor), pg_catalog.quote_literal(p_name),
+                      coalesce(p_old_value::text, 'NULL'), coalesce(p_new_value::text, 'NULL')), 'UTF8'))
+$function$;
+
+CREATE OR REPLACE FUNCTION memgov.record_setting_change()
+ RETURNS trigger
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+DECLARE
+    v_change  memgov.settings_changes;
+BEGIN
+    IF TG_OP = 'UPDATE' AND NEW.value IS NOT DISTINCT FROM OLD.value AND NEW.name = OLD.name THEN
+        RETURN NULL;
+    END IF;
+    -- one change at a time: the chain has one end (clients may only read it, so none can
+    -- hold a lock that conflicts with this one)
+    LOCK TABLE memgov.settings_changes IN SHARE ROW EXCLUSIVE MODE;
+    SELECT c.change_hash INTO v_change.prev_hash
+      FROM memgov.settings_changes c ORDER BY c.change_id DESC LIMIT 1;
+    v_change.prev_hash := coalesce(v_change.prev_hash, decode(repeat('00', 32), 'hex'));
+    v_change.change_id := nextval(pg_get_serial_sequence('memgov.settings_changes', 'change_id'));
+    v_change.changed_at := now();
+    v_change.login := session_user;
+    v_change.actor := memgov.invoker_role();
+    v_change.name := CASE TG_OP WHEN 'DELETE' THEN OLD.name ELSE NEW.name END;
+    v_change.old_value := CASE TG_OP WHEN 'INSERT' THEN NULL ELSE OLD.value END;
+    v_change.new_value := CASE TG_OP WHEN 'DELETE' THEN NULL ELSE NEW.value END;
+    v_change.change_hash := memgov.settings_change_hash(v_change.prev_hash, v_change.change_id,
+        v_change.changed_at, v_change.login, v_change.actor, v_change.name, v_change.old_value, v_change.new_value);
+    INSERT INTO memgov.settings_changes OVERRIDING SYSTEM VALUE SELECT v_change.*;
+    RETURN NULL;
+END
+$function$;
+
+CREATE OR REPLACE FUNCTION memgov.guard_settings()
+ RETURNS trigger
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+BEGIN
+    IF NEW.name = 'archive_min_age' AND NEW.value < OLD.value
+       AND NOT coalesce((SELECT r.rolsuper FROM pg_roles r WHERE r.rolname = session_user), false)
+       AND NOT coalesce((SELECT r.rolsuper FROM pg_roles r WHERE r.rolname = current_user), false) THEN
+        RAISE EXCEPTION 'memgov: only a superuser may lower archive_min_age (from % to % seconds)', OLD.value, NEW.value
+            USING ERRCODE = '42501',
+                  HINT = 'the floor keeps recent decisions from being archived; memgov_admin may only raise it';
+    END IF;
+    RETURN NEW;
+END
+$function$;
+
+CREATE OR REPLACE FUNCTION memgov.verify_decision_log(p_anchor_seal_id bigint DEFAULT NULL::bigint, p_anchor_hash text DEFAULT NULL::text)
+ RETURNS jsonb
+ LANGUAGE plpgsql
+ STABLE SECURITY DEFINER
+ SET search_path TO 'pg_catalog', 'pg_temp'
+ SET "TimeZone" TO 'UTC'
+AS $function$
+DECLARE
+    v_archive     memgov.decision_log_archives;
+    v_seal        memgov.decision_log_seals;
+    v_hash        bytea := decode(repeat('00', 32), 'hex');
+    v_next_seal   bigint := 1;
+    v_after_x     bigint := 0;
+    v_after_d     bigint := 0;
+    v_horizon     bigint := 0;
+    v_next_xid    bigint := pg_snapshot_xmax(pg_current_snapshot())::text::bigint;
+    v_break       jsonb;
+    v_anchor      text;
+    v_seals       bigint := 0;
+    v_rows        bigint := 0;
+    v_archives    integer := 0;
+    v_arch_seals  bigint := 0;
+    v_arch_rows   bigint := 0;
+    v_arch_runs   jsonb := '[]';
+    v_change      memgov.settings_changes;
+    v_set_hash    bytea := decode(repeat('00', 32), 'hex');
+    v_set_count   bigint := 0;
+    v_set_last    bigint;
+    v_set_break   jsonb;
+    v_floor       interval;
+    v_ids         bigint[];
+    v_digests     bytea;
+    v_stored      bigint;
+    v_actual      bigint;
+    v_id          bigint;
+    v_last_id     bigint;
+    v_last_hash   bytea;
+    v_end_x       bigint;
+    v_end_d       bigint;
+    v_unsealed    bigint;
+BEGIN
+    IF (p_anchor_seal_id IS NULL) <> (p_anchor_hash IS NULL)
+       OR (p_anchor_hash IS NOT NULL AND p_anchor_hash !~ '^[0-9A-Fa-f]{64}$') THEN
+        RAISE EXCEPTION 'memgov: an anchor is a seal id and that seal''s 64-digit hex hash'
+            USING ERRCODE = '22023';
+    END IF;
+    v_anchor := CASE WHEN p_anchor_seal_id IS NOT NULL THEN 'not reached' END;
+
+    -- the archives: each continues the previous one; the chain goes on from the last
+    FOR v_archive IN SELECT * FROM memgov.decision_log_archives a ORDER BY a.archive_id LOOP
+        IF v_archive.archive_id <> v_archives + 1 OR v_archive.first_seal_id <> v_next_seal THEN
+            v_break := jsonb_build_object('seal_id', v_next_seal, 'decision_id', NULL, 'problem', 'missing',
+                'detail', format('archive record %s does not continue the chain at seal %s',
+                                 v_archive.archive_id, v_next_seal));
+            EXIT;
+        END IF;
+        IF p_anchor_seal_id BETWEEN v_archive.first_seal_id AND v_archive.last_seal_id THEN
+            IF p_anchor_seal_id = v_archive.last_seal_id THEN
+                IF v_archive.last_hash <> decode(lower(p_anchor_hash), 'hex') THEN
+                    v_break := jsonb_build_object('seal_id', p_anchor_seal_id, 'decision_id', NULL,
+                        'problem', 'altered', 'detail', format(
+                            'archived seal %s has a different hash than its anchor: the chain was rewritten',
+                            p_anchor_seal_id));
+                    EXIT;
+                END IF;
+                v_anchor := 'matched';
+            ELSE
+                v_anchor := 'archived';  -- its hash went with its rows
+            END IF;
+        END IF;
+        v_archives := v_archives + 1;
+        -- what it removed, up to when, by whom; a cut younger than the floor was (an archive
+        -- made before archival had one is measured against the default floor) is flagged
+        v_floor := coalesce(v_archive.min_age, make_interval(secs =>
+                       (memgov.setting_defaults() -> 'limits' ->> 'archive_min_age')::bigint));
+        v_arch_runs := v_arch_runs || jsonb_build_array(jsonb_build_object(
+            'archive_id', v_archive.archive_id, 'archived_at', v_archive.archived_at,
+            'archived_by', v_archive.archived_by, 'login', v_archive.archived_login,
+            'decided_before', v_archive.decided_before, 'rows', v_archive.row_count,
+            'first_seal_id', v_archive.first_seal_id, 'last_seal_id', v_archive.last_seal_id,
+            'min_age_seconds', extract(epoch FROM v_archive.min_age)::bigint,
+            'below_floor', v_floor > interval '0' AND v_archive.decided_before > v_archive.archived_at - v_floor));
+        v_arch_seals := v_arch_seals + (v_archive.last_seal_id - v_archive.first_seal_id + 1);
+        v_arch_rows := v_arch_rows + v_archive.row_count;
+        v_next_seal := v_archive.last_seal_id + 1;
+        v_hash := v_archive.last_hash;
+        v_after_x := v_archive.last_xact_id;
+        v_after_d := v_archive.last_decision_id;
+    END LOOP;
+
+    -- nothing left of what was archived
+    IF v_break IS NULL AND v_archives > 0 THEN
+        SELECT d.decision_id INTO v_id
+          FROM memgov.decision_log d
+         WHERE d.xact_id <= v_after_x AND (d.xact_id, d.decision_id) <= (v_after_x, v_after_d)
+         ORDER BY d.xact_id, d.decision_id
+         LIMIT 1;
+        IF FOUND THEN
+            v_break := jsonb_build_object('seal_id', NULL, 'decision_id', v_id, 'problem', 'extra',
+                'detail', 'a row lies in the archived part of the log');
+        END IF;
+    END IF;
+
+    -- the seals, in sequence
+    IF v_break IS NULL THEN
+        FOR v_seal IN SELECT * FROM memgov.decision_log_seals s ORDER BY s.seal_id LOOP
+            IF v_seal.seal_id <> v_next_seal THEN
+                v_break := jsonb_build_object('seal_id', v_next_seal, 'decision_id', NULL, 'problem', 'missing',
+                    'detail', format('seal %s is gone', v_next_seal));
+                EXIT;
+            END IF;
+            IF v_seal.prev_hash <> v_hash
+               OR (v_seal.after_xact_id, v_seal.after_decision_id) <> (v_after_x, v_after_d) THEN
+                v_break := jsonb_build_object('seal_id', v_seal.seal_id, 'decision_id', NULL, 'problem', 'altered',
+                    'detail', 'the seal does not continue the previous one');
+                EXIT;
+            END IF;
+            IF coalesce(array_length(v_seal.decision_ids, 1), 0) <> v_seal.row_count
+               OR length(v_seal.row_digests) <> 32 * v_seal.row_count
+               OR v_seal.decision_ids[v_seal.row_count] <> v_seal.last_decision_id
+               OR memgov.seal_hash(v_seal.prev_hash, v_seal.seal_id, v_seal.after_xact_id,
+                                   v_seal.after_decision_id, v_seal.last_xact_id, v_seal.last_decision_id,
+                                   v_seal.decision_ids, v_seal.row_digests) <> v_seal.seal_hash THEN
+                v_break := jsonb_build_object('seal_id', v_seal.seal_id, 'decision_id', NULL, 'problem', 'altered',
+                    'detail', 'the seal record was altered');
+                EXIT;
+            END IF;
+            IF v_seal.seal_id = p_anchor_seal_id THEN
+                IF v_seal.seal_hash <> decode(lower(p_anchor_hash), 'hex') THEN
+                    v_break := jsonb_build_object('seal_id', v_seal.seal_id, 'decision_id', NULL, 'problem', 'altered',
+                        'detail', 'the seal''s hash differs from its anchor: the chain was rewritten');
+                    EXIT;
+                END IF;
+                v_anchor := 'matched';
+            END IF;
+            -- its rows as they are now, in the seal's order
+            SELECT array_agg(b.decision_id ORDER BY b.xact_id, b.decision_id),
+                   string_agg(b.digest, ''::bytea ORDER BY b.xact_id, b.decision_id)
+              INTO v_ids, v_digests
+              FROM (SELECT d.xact_id, d.decision_id, memgov.decision_digest(d) AS digest
+                      FROM memgov.decision_log d
+                     WHERE d.xact_id >= v_seal.after_xact_id AND d.xact_id <= v_seal.last_xact_id
+                       AND (d.xact_id, d.decision_id) > (v_seal.after_xact_id, v_seal.after_decision_id)
+                       AND (d.xact_id, d.decision_id) <= (v_seal.last_xact_id, v_seal.last_decision_id)) AS b;
+            IF v_ids IS DISTINCT FROM v_seal.decision_ids OR v_digests IS DISTINCT FROM v_seal.row_digests THEN
+                -- the first position where they part
+                FOR v_i IN 1 .. greatest(v_seal.row_count, coalesce(array_length(v_ids, 1), 0)) LOOP
+                    v_stored := v_seal.decision_ids[v_i];
+                    v_actual := v_ids[v_i];
+                    IF v_stored IS NOT DISTINCT FROM v_actual THEN
+                        CONTINUE WHEN substring(v_seal.row_digests FROM (v_i - 1) * 32 + 1 FOR 32)
+                                      = substring(v_digests FROM (v_i - 1) * 32 + 1 FOR 32);
+                        v_break := jsonb_build_object('seal_id', v_seal.seal_id, 'decision_id', v_stored,
+                            'problem', 'altered', 'detail', 'the row differs from what was sealed');
+                    ELSIF v_stored IS NOT NULL AND NOT (v_stored = ANY (coalesce(v_ids, '{}'))) THEN
+                        v_break := jsonb_build_object('seal_id', v_seal.seal_id, 'decision_id', v_stored,
+                            'problem', 'missing', 'detail', 'a sealed row is gone');
+                    ELSIF v_actual IS NOT NULL AND NOT (v_actual = ANY (v_seal.decision_ids)) THEN
+                        v_break := jsonb_build_object('seal_id', v_seal.seal_id, 'decision_id', v_actual,
+                            'problem', 'extra', 'detail', 'a row the seal does not account for');
+                    ELSE
+                        -- both ids are there, in another order: the row's xact_id was changed
+                        v_break := jsonb_build_object('seal_id', v_seal.seal_id, 'decision_id', v_stored,
+                            'problem', 'altered', 'detail', 'the row differs from what was sealed');
+                    END IF;
+                    EXIT;
+                END LOOP;
+                v_break := coalesce(v_break, jsonb_build_object('seal_id', v_seal.seal_id, 'decision_id', NULL,
+                    'problem', 'altered', 'detail', 'the rows differ from what was sealed'));
+                EXIT;
+            END IF;
+            v_seals := v_seals + 1;
+            v_rows := v_rows + v_seal.row_count;
+            v_next_seal := v_seal.seal_id + 1;
+            v_hash := v_seal.seal_hash;
+            v_after_x := v_seal.last_xact_id;
+            v_after_d := v_seal.last_decision_id;
+            v_horizon := v_seal.horizon_xact_id;
+        END LOOP;
+    END IF;
+
+    -- an anchor beyond the chain: the chain was cut back
+    IF v_break IS NULL AND v_anchor = 'not reached' THEN
+        v_break := jsonb_build_object('seal_id', p_anchor_seal_id, 'decision_id', NULL, 'problem', 'missing',
+            'detail', format('the anchored seal %s is gone: the chain was cut back', p_anchor_seal_id));
+    END IF;
+
+    -- after the chain: rows not sealed yet, unless the last seal would have covered them (their
+    -- transaction had ended before its horizon) or their transaction has not even begun
+    IF v_break IS NULL THEN
+        SELECT d.decision_id INTO v_id
+          FROM memgov.decision_log d
+         WHERE d.xact_id >= v_after_x AND (d.xact_id, d.decision_id) > (v_after_x, v_after_d)
+           AND (d.xact_id < v_horizon OR d.xact_id >= v_next_xid)
+         ORDER BY d.xact_id, d.decision_id
+         LIMIT 1;
+        IF FOUND THEN
+            v_break := jsonb_build_object('seal_id', NULL, 'decision_id', v_id, 'problem', 'extra',
+                'detail', 'a row after the last seal that its transaction id places before it');
+        END IF;
+    END IF;
+
+    -- the chain's end as recorded (what to anchor), and what lies after it
+    SELECT e.seal_id, e.hash, e.xact_id, e.decision_id
+      INTO v_last_id, v_last_hash, v_end_x, v_end_d
+      FROM memgov.chain_end() AS e;
+    SELECT count(*) INTO v_unsealed
+      FROM memgov.decision_log d
+     WHERE d.xact_id >= coalesce(v_end_x, 0)
+       AND (d.xact_id, d.decision_id) > (coalesce(v_end_x, 0), coalesce(v_end_d, 0));
+
+    -- the record of settings changes: a chain of its own, each change continuing the last
+    FOR v_change IN SELECT * FROM memgov.settings_changes c ORDER BY c.change_id LOOP
+        IF v_change.prev_hash <> v_set_hash THEN
+            v_set_break := jsonb_build_object('change_id', v_change.change_id, 'problem', 'missing',
+                'detail', 'the change does not continue the previous one: a change before it was removed or altered');
+            EXIT;
+        END IF;
+        IF memgov.settings_change_hash(v_change.prev_hash, v_change.change_id, v_change.changed_at, v_change.login,
+                                       v_change.actor, v_change.name, v_change.old_value, v_change.new_value)
+           <> v_change.change_hash THEN
+            v_set_break := jsonb_build_object('change_id', v_change.change_id, 'problem', 'altered',
+                'detail', 'the change differs from what was recorded');
+            EXIT;
+        END IF;
+        v_set_count := v_set_count + 1;
+        v_set_hash := v_change.change_hash;
+        v_set_last := v_change.change_id;
+    END LOOP;
+
+    RETURN jsonb_build_object(
+        'ok', v_break IS NULL AND v_set_break IS NULL,
+        'settings_changes', jsonb_build_object('changes', v_set_count, 'last_change_id', v_set_last,
+                                               'last_hash', CASE WHEN v_set_last IS NOT NULL
+                                                                 THEN encode(v_set_hash, 'hex') END,
+                                               'first_break', v_set_break),
+        'seals', v_seals,
+        'rows', v_rows,
+        'first_break', v_break,
+        'last_seal_id', v_last_id,
+        'last_hash', encode(v_last_hash, 'hex'),
+        'unsealed_rows', v_unsealed,
+        'archived', jsonb_build_object('archives', v_archives, 'seals', v_arch_seals, 'rows', v_arch_rows,
+                                       'runs', v_arch_runs),
+        'anchor', v_anchor);
+END
+$function$;
+
+CREATE OR REPLACE FUNCTION memgov.archive_decision_log(p_before timestamp with time zone)
+ RETURNS jsonb
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog', 'pg_temp'
+ SET "TimeZone" TO 'UTC'
+AS $function$
+DECLARE
+    v_report    jsonb;
+    v_first     bigint;
+    v_last      memgov.decision_log_seals;
+    v_rows      bigint;
+    v_archive   bigint;
+    v_deleted   bigint;
+    v_min_age   interval := make_interval(secs => memgov.engine_limit('archive_min_age'));
+BEGIN
+    IF p_before IS NULL THEN
+        RAISE EXCEPTION 'memgov: archive_decision_log needs a time: rows decided before it are archived'
+            USING ERRCODE = '22023';
+    END IF;
+    IF v_min_age > interval '0' AND p_before > now() - v_min_age THEN  -- 0: no floor
+        RAISE EXCEPTION 'memgov: archive_decision_log refuses a cut at %, younger than archive_min_age (%): nothing archived',
+                        p_before, justify_hours(v_min_age)
+            USING ERRCODE = '22023',
+                  HINT = format('archive only what was decided before %s; a superuser may lower '
+                                'memgov.settings archive_min_age', now() - v_min_age);
+    END IF;
+    -- no seal is made while we archive
+    LOCK TABLE memgov.decision_log_seals IN SHARE ROW EXCLUSIVE MODE;
+    v_report := memgov.verify_decision_log();
+    IF NOT (v_report ->> 'ok')::boolean THEN
+        RAISE EXCEPTION 'memgov: the decision log does not verify (%); nothing archived', v_report -> 'first_break'
+            USING ERRCODE = 'MG409',
+                  HINT = 'run memgov verify-log and find out what changed; archiving would erase the evidence';
+    END IF;
+    SELECT min(s.seal_id) INTO v_first FROM memgov.decision_log_seals s;
+    -- the seals before the first one that holds a row decided at or after p_before
+    SELECT * INTO v_last
+      FROM memgov.decision_log_seals s
+     WHERE s.seal_id < coalesce((SELECT min(o.seal_id) FROM memgov.decision_log_seals o
+                                  WHERE o.last_decided_at >= p_before), s.seal_id + 1)
+     ORDER BY s.seal_id DESC
+     LIMIT 1;
+    IF NOT FOUND THEN
+        RETURN jsonb_build_object('archived_rows', 0, 'archived_seals', 0, 'archive_id', NULL,
+                                  'decided_before', p_before);
+    END IF;
+    SELECT sum(s.row_count) INTO v_rows FROM memgov.decision_log_seals s WHERE s.seal_id <= v_last.seal_id;
+    SELECT coalesce(max(a.archive_id), 0) + 1 INTO v_archive FROM memgov.decision_log_archives a;
+    INSERT INTO memgov.decision_log_archives
+           (archive_id, archived_by, decided_before, first_seal_id, last_seal_id, last_xact_id,
+            last_decision_id, row_count, last_hash, min_age)
+    VALUES (v_archive, memgov.invoker_role(), p_before, v_first, v_last.seal_id, v_last.last_xact_id,
+            v_last.last_decision_id, v_rows, v_last.seal_hash, v_min_age);
+    -- the guard triggers let this transaction delete what that record covers, and nothing else
+    PERFORM set_config('memgov.archiving', v_archive::text, true);
+    DELETE FROM memgov.decision_log d
+     WHERE d.xact_id <= v_last.last_xact_id
+       AND (d.xact_id, d.decision_id) <= (v_last.last_xact_id, v_last.last_decision_id);
+    GET DIAGNOSTICS v_deleted = ROW_COUNT;
+    DELETE FROM memgov.decision_log_seals s WHERE s.seal_id <= v_last.seal_id;
+    PERFORM set_config('memgov.archiving', '', true);
+    IF v_deleted <> v_rows THEN  -- cannot happen: the log verified a moment ago
+        RAISE EXCEPTION 'memgov: archiving found % rows where the seals hold %; nothing archived', v_deleted, v_rows
+            USING ERRCODE = 'MG409';
+    END IF;
+    RETURN jsonb_build_object('archive_id', v_archive, 'archived_rows', v_rows,
+                              'archived_seals', v_last.seal_id - v_first + 1,
+                              'first_seal_id', v_first, 'last_seal_id', v_last.seal_id,
+                              'last_hash', encode(v_last.seal_hash, 'hex'), 'decided_before', p_before);
 END
 $function$;
 
@@ -2018,6 +2659,240 @@ END
 $sources$;
 RESET ROLE;
 
+-- forget_where (issue 26): the deletion log records what memgov.forget and
+-- memgov.forget_where delete (reason 'forgotten')
+ALTER TABLE memgov.deletion_log DROP CONSTRAINT deletion_log_reason_check,
+    ADD CONSTRAINT deletion_log_reason_check
+        CHECK (reason IN ('ttl', 'confidence', 'auto_delete', 'rejected', 'forgotten'));
+COMMENT ON TABLE memgov.deletion_log IS
+    'Memories deleted by retention, rejection or forgetting, a row per batch and tenant: ids, reason, rule; '
+    'never the content';
+
+-- monitoring views (issue 30)
+-- What a DBA asks at 3 a.m., for memgov_admin and pg_monitor (sql/090_monitoring.sql,
+-- docs/monitoring.md).
+SET ROLE memgov_owner;
+
+-- Decisions of the last hour (decided_at: BRIN decision_log_xact_id_decided_at_idx).
+-- memories counts what a bulk statement's shared decision covers (memory_count).
+CREATE VIEW memgov.monitor_decisions AS
+SELECT d.org_id,
+       d.operation,
+       d.action,
+       d.enforced,
+       count(*) FILTER (WHERE d.decided_at > pg_catalog.now() - interval '1 minute') AS decisions_last_minute,
+       count(*) AS decisions_last_hour,
+       coalesce(sum(coalesce(d.memory_count, 1)) FILTER (WHERE d.decided_at > pg_catalog.now() - interval '1 minute'),
+                0)::bigint AS memories_last_minute,
+       sum(coalesce(d.memory_count, 1))::bigint AS memories_last_hour
+  FROM memgov.decision_log d
+ WHERE d.decided_at > pg_catalog.now() - interval '1 hour'
+ GROUP BY d.org_id, d.operation, d.action, d.enforced;
+COMMENT ON VIEW memgov.monitor_decisions IS
+    'Decisions of the last minute and hour by tenant, operation, action and enforced (monitor mode: false)';
+
+-- Pending approval requests (index approval_requests_pending_idx).
+CREATE VIEW memgov.monitor_approvals AS
+SELECT r.org_id,
+       count(*) AS pending,
+       min(r.requested_at) AS oldest_requested_at,
+       pg_catalog.date_part('epoch', pg_catalog.now() - min(r.requested_at)) AS oldest_age_seconds
+  FROM memgov.approval_requests r
+ WHERE r.status = 'pending'
+ GROUP BY r.org_id;
+COMMENT ON VIEW memgov.monitor_approvals IS 'Pending approval requests by tenant, and the age of the oldest';
+
+-- Quarantine held (index quarantine_held_idx).
+CREATE VIEW memgov.monitor_quarantine AS
+SELECT q.org_id,
+       count(*) AS held,
+       min(q.quarantined_at) AS oldest_quarantined_at,
+       pg_catalog.date_part('epoch', pg_catalog.now() - min(q.quarantined_at)) AS oldest_age_seconds
+  FROM memgov.quarantine q
+ WHERE q.status = 'held'
+ GROUP BY q.org_id;
+COMMENT ON VIEW memgov.monitor_quarantine IS 'Quarantine entries held by tenant, and the age of the oldest';
+
+-- The sweep (memgov.run_maintenance), from memgov's own record of its runs: one row. The
+-- last finished run (not a dry run) by the primary key, newest first; the runs after it
+-- that are interrupted (killed, or failed: the next run marks them) or still running; the
+-- schedule of the active global policy (retention.schedule) and its period in seconds
+-- when it is a plain one (every N seconds / minutes, hourly, daily; else NULL).
+CREATE VIEW memgov.monitor_sweep AS
+WITH last_run AS (
+    SELECT r.run_id, r.started_at, r.finished_at, r.summary
+      FROM memgov.maintenance_runs r
+     WHERE r.org_id = '*' AND r.status = 'finished' AND NOT r.dry_run
+     ORDER BY r.run_id DESC
+     LIMIT 1
+), later AS (
+    SELECT count(*) FILTER (WHERE r.status = 'interrupted') AS interrupted,
+           min(r.started_at) FILTER (WHERE r.status = 'running') AS running_since
+      FROM memgov.maintenance_runs r
+     WHERE r.org_id = '*' AND NOT r.dry_run
+       AND r.run_id > coalesce((SELECT l.run_id FROM last_run l), 0)
+), schedule AS (
+    SELECT coalesce((SELECT v.settings #>> '{retention,schedule}'
+                       FROM memgov.policy_versions v
+                      WHERE v.org_id = '*' AND v.active),
+                    memgov.setting_defaults() #>> '{retention,schedule}') AS schedule
+)
+SELECT l.run_id AS last_run_id,
+       l.started_at AS last_started_at,
+       l.finished_at AS last_finished_at,
+       pg_catalog.date_part('epoch', l.finished_at - l.started_at) AS last_duration_seconds,
+       pg_catalog.date_part('epoch', pg_catalog.now() - l.finished_at) AS last_finished_age_seconds,
+       coalesce((l.summary #>> '{deleted,ttl}')::bigint, 0)
+           + coalesce((l.summary #>> '{deleted,confidence}')::bigint, 0)
+           + coalesce((l.summary #>> '{deleted,auto_delete}')::bigint, 0) AS last_deleted,
+       coalesce((l.summary #>> '{expired,approvals}')::bigint, 0) AS last_expired_approvals,
+       coalesce((l.summary ->> 'sealed')::bigint, 0) AS last_sealed,
+       coalesce(a.interrupted, 0) AS interrupted_since,
+       a.running_since,
+       pg_catalog.date_part('epoch', pg_catalog.now() - a.running_since) AS running_seconds,
+       s.schedule,
+       CASE
+           WHEN s.schedule ~ '^\s*[1-5]?[0-9]\s+seconds?\s*$'
+               THEN (pg_catalog.substring(s.schedule, '[0-9]+'))::double precision
+           WHEN s.schedule ~ '^\*\s+\*\s+\*\s+\*\s+\*$' THEN 60
+           WHEN s.schedule ~ '^\*/[0-9]+\s+\*\s+\*\s+\*\s+\*$'
+               THEN 60 * (pg_catalog.substring(s.schedule, '^\*/([0-9]+)'))::double precision
+           WHEN s.schedule ~ '^[0-9]+\s+\*\s+\*\s+\*\s+\*$' THEN 3600
+           WHEN s.schedule ~ '^[0-9]+\s+\*/[0-9]+\s+\*\s+\*\s+\*$'
+               THEN 3600 * (pg_catalog.substring(s.schedule, '^[0-9]+\s+\*/([0-9]+)'))::double precision
+           WHEN s.schedule ~ '^[0-9]+\s+[0-9]+\s+\*\s+\*\s+\*$' THEN 86400
+       END AS schedule_seconds
+  FROM schedule s
+  LEFT JOIN last_run l ON true
+ CROSS JOIN later a;
+COMMENT ON VIEW memgov.monitor_sweep IS
+    'The last finished sweep (end, duration, deletions), runs after it interrupted or running, and the schedule';
+
+-- The seal lag: the log's rows after the chain's end (its last seal, else the last archive
+-- record), by the BRIN index on xact_id; none sealed yet: every row.
+CREATE VIEW memgov.monitor_seal AS
+WITH bounds AS (
+    SELECT e.seal_id, e.xact_id, e.decision_id, e.sealed_at
+      FROM ((SELECT 1 AS pick, s.seal_id, s.last_xact_id AS xact_id, s.last_decision_id AS decision_id, s.sealed_at
+               FROM memgov.decision_log_seals s
+              WHERE s.org_id = '*'
+              ORDER BY s.seal_id DESC
+              LIMIT 1)
+            UNION ALL
+            (SELECT 2, a.last_seal_id, a.last_xact_id, a.last_decision_id, a.archived_at
+               FROM memgov.decision_log_archives a
+              WHERE a.org_id = '*'
+              ORDER BY a.archive_id DESC
+              LIMIT 1)
+            UNION ALL
+            SELECT 3, NULL, 0, 0, NULL) AS e
+     ORDER BY e.pick
+     LIMIT 1
+), unsealed AS (
+    SELECT count(*) AS rows, min(d.decided_at) AS oldest
+      FROM memgov.decision_log d, bounds b
+     WHERE d.xact_id >= b.xact_id
+       AND (d.xact_id, d.decision_id) > (b.xact_id, b.decision_id)
+)
+SELECT b.seal_id AS last_seal_id,
+       b.sealed_at AS last_sealed_at,
+       pg_catalog.date_part('epoch', pg_catalog.now() - b.sealed_at) AS last_sealed_age_seconds,
+       u.rows AS unsealed_rows,
+       u.oldest AS oldest_unsealed_at,
+       coalesce(pg_catalog.date_part('epoch', pg_catalog.now() - u.oldest), 0) AS oldest_unsealed_age_seconds
+  FROM bounds b, unsealed u;
+COMMENT ON VIEW memgov.monitor_seal IS
+    'The decision log''s seal lag: rows after the last seal, and the age of the oldest of them';
+
+-- Running shadows (index policy_shadows_running_idx) and what their candidate decided
+-- (shadow_decisions by its primary key's shadow_id: a global shadow's are every tenant's).
+CREATE VIEW memgov.monitor_shadows AS
+SELECT s.org_id,
+       s.version,
+       s.started_at,
+       pg_catalog.date_part('epoch', pg_catalog.now() - s.started_at) AS running_seconds,
+       count(d.decision_id) AS decisions,
+       count(d.decision_id) FILTER (WHERE d.candidate_action <> d.active_action) AS divergences
+  FROM memgov.policy_shadows s
+  LEFT JOIN memgov.shadow_decisions d ON d.shadow_id = s.shadow_id
+ WHERE s.ended_at IS NULL
+ GROUP BY s.org_id, s.shadow_id, s.version, s.started_at;
+COMMENT ON VIEW memgov.monitor_shadows IS 'Running shadows: their decisions so far and how many diverge';
+
+-- The active version of each scope ('*' = global; index policy_versions_one_active_idx)
+-- and its latest activation (policy_activations by its primary key).
+CREATE VIEW memgov.monitor_policies AS
+SELECT v.org_id,
+       v.version,
+       v.mode,
+       v.sha256,
+       v.deployed_at,
+       a.activated_at,
+       pg_catalog.date_part('epoch', coalesce(a.activated_at, v.deployed_at)) AS activated_epoch
+  FROM memgov.policy_versions v
+  LEFT JOIN LATERAL (
+      SELECT p.activated_at
+        FROM memgov.policy_activations p
+       WHERE p.org_id = v.org_id AND p.version = v.version
+       ORDER BY p.activation_id DESC
+       LIMIT 1) a ON true
+ WHERE v.active;
+COMMENT ON VIEW memgov.monitor_policies IS 'The active policy version of each scope (''*'' = global) and when it was activated';
+
+-- Who reads them: admins, and monitoring roles (pg_monitor: postgres_exporter's role joins
+-- it). pg_monitor may use the schema for these views alone: it holds no other right here;
+-- monitor_sweep reads the engine's default schedule.
+GRANT SELECT ON memgov.monitor_decisions, memgov.monitor_approvals, memgov.monitor_quarantine,
+                memgov.monitor_sweep, memgov.monitor_seal, memgov.monitor_shadows, memgov.monitor_policies
+    TO memgov_admin, pg_monitor;
+GRANT EXECUTE ON FUNCTION memgov.setting_defaults() TO pg_monitor;
+
+GRANT USAGE ON SCHEMA memgov TO pg_monitor;
+
+RESET ROLE;
+
+-- audit: archival has a floor (issue 27). memgov.settings' archive_min_age (seconds, default
+-- 365 days) is the youngest cut memgov.archive_decision_log takes; only a superuser lowers it
+-- (memgov.guard_settings). Each archive record keeps the floor it ran under.
+SET ROLE memgov_owner;
+ALTER TABLE memgov.settings
+    DROP CONSTRAINT settings_name_check,
+    DROP CONSTRAINT settings_value_check,
+    ADD CONSTRAINT settings_name_check
+        CHECK (name IN ('max_fact_text_bytes', 'max_other_bytes', 'archive_min_age')),
+    ADD CONSTRAINT settings_value_check
+        CHECK (CASE WHEN name = 'archive_min_age' THEN value BETWEEN 0 AND 3153600000
+                    ELSE value BETWEEN 1024 AND 1073741823 END);
+COMMENT ON TABLE memgov.settings IS
+    'Engine settings: max_fact_text_bytes caps fact_text, max_other_bytes the other columns together, '
+    'before any decision; archive_min_age (seconds) is the youngest cut of the decision log''s archival '
+    '(defaults: memgov.setting_defaults() -> ''limits'')';
+INSERT INTO memgov.settings (name, value)
+SELECT 'archive_min_age', (memgov.setting_defaults() -> 'limits' ->> 'archive_min_age')::bigint;
+ALTER TABLE memgov.decision_log_archives ADD COLUMN min_age interval;
+CREATE TRIGGER guard_settings BEFORE UPDATE ON memgov.settings
+    FOR EACH ROW EXECUTE FUNCTION memgov.guard_settings();
+ALTER TABLE memgov.settings ENABLE ALWAYS TRIGGER guard_settings;
+RESET ROLE;
+
+-- audit: settings changes are recorded (issue 27). Every change of memgov.settings lands in
+-- memgov.settings_changes (who, when, old and new value), append-only for every role (the
+-- log's guard, enabled ALWAYS) and hash-chained (memgov.settings_change_hash), which
+-- memgov.verify_decision_log checks. (The table is created before the routines, which name
+-- its row type.)
+SET ROLE memgov_owner;
+CREATE TRIGGER refuse_change BEFORE UPDATE OR DELETE ON memgov.settings_changes
+    FOR EACH ROW EXECUTE FUNCTION memgov.refuse_log_change();
+CREATE TRIGGER refuse_truncate BEFORE TRUNCATE ON memgov.settings_changes
+    FOR EACH STATEMENT EXECUTE FUNCTION memgov.refuse_log_change();
+ALTER TABLE memgov.settings_changes ENABLE ALWAYS TRIGGER refuse_change;
+ALTER TABLE memgov.settings_changes ENABLE ALWAYS TRIGGER refuse_truncate;
+CREATE TRIGGER record_change AFTER INSERT OR UPDATE OR DELETE ON memgov.settings
+    FOR EACH ROW EXECUTE FUNCTION memgov.record_setting_change();
+ALTER TABLE memgov.settings ENABLE ALWAYS TRIGGER record_change;
+GRANT SELECT ON memgov.settings_changes TO memgov_admin;
+RESET ROLE;
+
 -- langgraph store (issue 29): where a LangGraph store keeps an item (memgov_pg.langgraph):
 -- its namespace and key, one memory per (tenant, namespace, key); writers set them on INSERT
 -- (memgov.remember passes them through). No trigger work: an index and two nullable columns.
@@ -2035,6 +2910,27 @@ RESET ROLE;
 COMMENT ON SCHEMA memgov IS 'memgov-pg: governed long-term memory of AI agents (schema revision 0002_second_release)';
 
 -- migrate:downgrade
+-- audit: settings changes are recorded (issue 27), undone: the record goes with its table
+SET ROLE memgov_owner;
+DROP TRIGGER record_change ON memgov.settings;
+DROP TABLE memgov.settings_changes;
+RESET ROLE;
+
+-- audit: archival has a floor (issue 27), undone: archive_min_age and the floor of each
+-- archive record go
+SET ROLE memgov_owner;
+DROP TRIGGER guard_settings ON memgov.settings;
+DELETE FROM memgov.settings WHERE name = 'archive_min_age';
+ALTER TABLE memgov.settings
+    DROP CONSTRAINT settings_name_check,
+    DROP CONSTRAINT settings_value_check,
+    ADD CONSTRAINT settings_name_check CHECK (name IN ('max_fact_text_bytes', 'max_other_bytes')),
+    ADD CONSTRAINT settings_value_check CHECK (value BETWEEN 1024 AND 1073741823);
+COMMENT ON TABLE memgov.settings IS
+    'Engine settings: max_fact_text_bytes caps fact_text, max_other_bytes the other columns together, '
+    'before any decision (defaults: memgov.setting_defaults() -> ''limits'')';
+ALTER TABLE memgov.decision_log_archives DROP COLUMN min_age;
+RESET ROLE;
 -- A decision log that lists shared decisions cannot go back: 0001 has nowhere to keep the
 -- memories of a bulk statement's decision, and its seals cover them.
 DO $compact$
@@ -2046,6 +2942,14 @@ BEGIN
     END IF;
 END
 $compact$;
+-- monitoring views (issue 30)
+SET ROLE memgov_owner;
+DROP VIEW memgov.monitor_decisions, memgov.monitor_approvals, memgov.monitor_quarantine, memgov.monitor_sweep,
+          memgov.monitor_seal, memgov.monitor_shadows, memgov.monitor_policies;
+REVOKE EXECUTE ON FUNCTION memgov.setting_defaults() FROM pg_monitor;
+REVOKE USAGE ON SCHEMA memgov FROM pg_monitor;
+RESET ROLE;
+
 -- langgraph store (issue 29)
 SET ROLE memgov_owner;
 REVOKE INSERT (namespace, item_key) ON memgov.long_term_memory_items FROM memgov_writer, memgov_admin;
@@ -2065,6 +2969,13 @@ RESET ROLE;
 
 -- generated routines: begin (scripts/revision-sql; do not edit)
 SET ROLE memgov_owner;
+
+CREATE OR REPLACE FUNCTION memgov.setting_defaults()
+ RETURNS jsonb
+ LANGUAGE sql
+ IMMUTABLE PARALLEL SAFE
+RETURN '{"limits": {"max_other_bytes": 16384, "max_fact_text_bytes": 65536}, "replay": {"keep": "7 days", "sample_rate": 0}, "feedback": {"reject_delta": -0.3, "confirm_delta": 0.1, "edit_confidence": 0.8, "reject_delete_below": 0.0}, "retention": {"schedule": "*/10 * * * *", "batch_size": 5000, "approval_ttl": "7 days", "confidence_floor": 0.3, "confidence_grace": "30 days"}}'::jsonb;
+REVOKE EXECUTE ON FUNCTION memgov.setting_defaults() FROM pg_monitor;
 
 CREATE OR REPLACE FUNCTION memgov.rebuild_dispatch()
  RETURNS void
@@ -2861,6 +3772,23 @@ BEGIN
 END
 $function$;
 
+CREATE OR REPLACE FUNCTION memgov.purge_quarantine(quarantine_id uuid)
+ RETURNS jsonb
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+DECLARE
+    v_entry  memgov.quarantine := memgov.held_quarantine(purge_quarantine.quarantine_id);
+BEGIN
+    UPDATE memgov.quarantine AS q
+       SET status = 'purged', payload = jsonb_build_object('purged', true),
+           resolved_at = now(), resolved_by = memgov.invoker_role(), resolved_login = session_user
+     WHERE q.quarantine_id = v_entry.quarantine_id AND q.org_id = v_entry.org_id;
+    RETURN jsonb_build_object('quarantine_id', v_entry.quarantine_id, 'status', 'purged');
+END
+$function$;
+
 CREATE OR REPLACE FUNCTION memgov.held_insert_request(p_item memgov.long_term_memory_items)
  RETURNS memgov.approval_requests
  LANGUAGE plpgsql
@@ -3509,11 +4437,296 @@ BEGIN
 END
 $function$;
 
+CREATE OR REPLACE FUNCTION memgov.verify_decision_log(p_anchor_seal_id bigint DEFAULT NULL::bigint, p_anchor_hash text DEFAULT NULL::text)
+ RETURNS jsonb
+ LANGUAGE plpgsql
+ STABLE SECURITY DEFINER
+ SET search_path TO 'pg_catalog', 'pg_temp'
+ SET "TimeZone" TO 'UTC'
+AS $function$
+DECLARE
+    v_archive     memgov.decision_log_archives;
+    v_seal        memgov.decision_log_seals;
+    v_hash        bytea := decode(repeat('00', 32), 'hex');
+    v_next_seal   bigint := 1;
+    v_after_x     bigint := 0;
+    v_after_d     bigint := 0;
+    v_horizon     bigint := 0;
+    v_next_xid    bigint := pg_snapshot_xmax(pg_current_snapshot())::text::bigint;
+    v_break       jsonb;
+    v_anchor      text;
+    v_seals       bigint := 0;
+    v_rows        bigint := 0;
+    v_archives    integer := 0;
+    v_arch_seals  bigint := 0;
+    v_arch_rows   bigint := 0;
+    v_ids         bigint[];
+    v_digests     bytea;
+    v_stored      bigint;
+    v_actual      bigint;
+    v_id          bigint;
+    v_last_id     bigint;
+    v_last_hash   bytea;
+    v_end_x       bigint;
+    v_end_d       bigint;
+    v_unsealed    bigint;
+BEGIN
+    IF (p_anchor_seal_id IS NULL) <> (p_anchor_hash IS NULL)
+       OR (p_anchor_hash IS NOT NULL AND p_anchor_hash !~ '^[0-9A-Fa-f]{64}$') THEN
+        RAISE EXCEPTION 'memgov: an anchor is a seal id and that seal''s 64-digit hex hash'
+            USING ERRCODE = '22023';
+    END IF;
+    v_anchor := CASE WHEN p_anchor_seal_id IS NOT NULL THEN 'not reached' END;
+
+    -- the archives: each continues the previous one; the chain goes on from the last
+    FOR v_archive IN SELECT * FROM memgov.decision_log_archives a ORDER BY a.archive_id LOOP
+        IF v_archive.archive_id <> v_archives + 1 OR v_archive.first_seal_id <> v_next_seal THEN
+            v_break := jsonb_build_object('seal_id', v_next_seal, 'decision_id', NULL, 'problem', 'missing',
+                'detail', format('archive record %s does not continue the chain at seal %s',
+                                 v_archive.archive_id, v_next_seal));
+            EXIT;
+        END IF;
+        IF p_anchor_seal_id BETWEEN v_archive.first_seal_id AND v_archive.last_seal_id THEN
+            IF p_anchor_seal_id = v_archive.last_seal_id THEN
+                IF v_archive.last_hash <> decode(lower(p_anchor_hash), 'hex') THEN
+                    v_break := jsonb_build_object('seal_id', p_anchor_seal_id, 'decision_id', NULL,
+                        'problem', 'altered', 'detail', format(
+                            'archived seal %s has a different hash than its anchor: the chain was rewritten',
+                            p_anchor_seal_id));
+                    EXIT;
+                END IF;
+                v_anchor := 'matched';
+            ELSE
+                v_anchor := 'archived';  -- its hash went with its rows
+            END IF;
+        END IF;
+        v_archives := v_archives + 1;
+        v_arch_seals := v_arch_seals + (v_archive.last_seal_id - v_archive.first_seal_id + 1);
+        v_arch_rows := v_arch_rows + v_archive.row_count;
+        v_next_seal := v_archive.last_seal_id + 1;
+        v_hash := v_archive.last_hash;
+        v_after_x := v_archive.last_xact_id;
+        v_after_d := v_archive.last_decision_id;
+    END LOOP;
+
+    -- nothing left of what was archived
+    IF v_break IS NULL AND v_archives > 0 THEN
+        SELECT d.decision_id INTO v_id
+          FROM memgov.decision_log d
+         WHERE d.xact_id <= v_after_x AND (d.xact_id, d.decision_id) <= (v_after_x, v_after_d)
+         ORDER BY d.xact_id, d.decision_id
+         LIMIT 1;
+        IF FOUND THEN
+            v_break := jsonb_build_object('seal_id', NULL, 'decision_id', v_id, 'problem', 'extra',
+                'detail', 'a row lies in the archived part of the log');
+        END IF;
+    END IF;
+
+    -- the seals, in sequence
+    IF v_break IS NULL THEN
+        FOR v_seal IN SELECT * FROM memgov.decision_log_seals s ORDER BY s.seal_id LOOP
+            IF v_seal.seal_id <> v_next_seal THEN
+                v_break := jsonb_build_object('seal_id', v_next_seal, 'decision_id', NULL, 'problem', 'missing',
+                    'detail', format('seal %s is gone', v_next_seal));
+                EXIT;
+            END IF;
+            IF v_seal.prev_hash <> v_hash
+               OR (v_seal.after_xact_id, v_seal.after_decision_id) <> (v_after_x, v_after_d) THEN
+                v_break := jsonb_build_object('seal_id', v_seal.seal_id, 'decision_id', NULL, 'problem', 'altered',
+                    'detail', 'the seal does not continue the previous one');
+                EXIT;
+            END IF;
+            IF coalesce(array_length(v_seal.decision_ids, 1), 0) <> v_seal.row_count
+               OR length(v_seal.row_digests) <> 32 * v_seal.row_count
+               OR v_seal.decision_ids[v_seal.row_count] <> v_seal.last_decision_id
+               OR memgov.seal_hash(v_seal.prev_hash, v_seal.seal_id, v_seal.after_xact_id,
+                                   v_seal.after_decision_id, v_seal.last_xact_id, v_seal.last_decision_id,
+                                   v_seal.decision_ids, v_seal.row_digests) <> v_seal.seal_hash THEN
+                v_break := jsonb_build_object('seal_id', v_seal.seal_id, 'decision_id', NULL, 'problem', 'altered',
+                    'detail', 'the seal record was altered');
+                EXIT;
+            END IF;
+            IF v_seal.seal_id = p_anchor_seal_id THEN
+                IF v_seal.seal_hash <> decode(lower(p_anchor_hash), 'hex') THEN
+                    v_break := jsonb_build_object('seal_id', v_seal.seal_id, 'decision_id', NULL, 'problem', 'altered',
+                        'detail', 'the seal''s hash differs from its anchor: the chain was rewritten');
+                    EXIT;
+                END IF;
+                v_anchor := 'matched';
+            END IF;
+            -- its rows as they are now, in the seal's order
+            SELECT array_agg(b.decision_id ORDER BY b.xact_id, b.decision_id),
+                   string_agg(b.digest, ''::bytea ORDER BY b.xact_id, b.decision_id)
+              INTO v_ids, v_digests
+              FROM (SELECT d.xact_id, d.decision_id, memgov.decision_digest(d) AS digest
+                      FROM memgov.decision_log d
+                     WHERE d.xact_id >= v_seal.after_xact_id AND d.xact_id <= v_seal.last_xact_id
+                       AND (d.xact_id, d.decision_id) > (v_seal.after_xact_id, v_seal.after_decision_id)
+                       AND (d.xact_id, d.decision_id) <= (v_seal.last_xact_id, v_seal.last_decision_id)) AS b;
+            IF v_ids IS DISTINCT FROM v_seal.decision_ids OR v_digests IS DISTINCT FROM v_seal.row_digests THEN
+                -- the first position where they part
+                FOR v_i IN 1 .. greatest(v_seal.row_count, coalesce(array_length(v_ids, 1), 0)) LOOP
+                    v_stored := v_seal.decision_ids[v_i];
+                    v_actual := v_ids[v_i];
+                    IF v_stored IS NOT DISTINCT FROM v_actual THEN
+                        CONTINUE WHEN substring(v_seal.row_digests FROM (v_i - 1) * 32 + 1 FOR 32)
+                                      = substring(v_digests FROM (v_i - 1) * 32 + 1 FOR 32);
+                        v_break := jsonb_build_object('seal_id', v_seal.seal_id, 'decision_id', v_stored,
+                            'problem', 'altered', 'detail', 'the row differs from what was sealed');
+                    ELSIF v_stored IS NOT NULL AND NOT (v_stored = ANY (coalesce(v_ids, '{}'))) THEN
+                        v_break := jsonb_build_object('seal_id', v_seal.seal_id, 'decision_id', v_stored,
+                            'problem', 'missing', 'detail', 'a sealed row is gone');
+                    ELSIF v_actual IS NOT NULL AND NOT (v_actual = ANY (v_seal.decision_ids)) THEN
+                        v_break := jsonb_build_object('seal_id', v_seal.seal_id, 'decision_id', v_actual,
+                            'problem', 'extra', 'detail', 'a row the seal does not account for');
+                    ELSE
+                        -- both ids are there, in another order: the row's xact_id was changed
+                        v_break := jsonb_build_object('seal_id', v_seal.seal_id, 'decision_id', v_stored,
+                            'problem', 'altered', 'detail', 'the row differs from what was sealed');
+                    END IF;
+                    EXIT;
+                END LOOP;
+                v_break := coalesce(v_break, jsonb_build_object('seal_id', v_seal.seal_id, 'decision_id', NULL,
+                    'problem', 'altered', 'detail', 'the rows differ from what was sealed'));
+                EXIT;
+            END IF;
+            v_seals := v_seals + 1;
+            v_rows := v_rows + v_seal.row_count;
+            v_next_seal := v_seal.seal_id + 1;
+            v_hash := v_seal.seal_hash;
+            v_after_x := v_seal.last_xact_id;
+            v_after_d := v_seal.last_decision_id;
+            v_horizon := v_seal.horizon_xact_id;
+        END LOOP;
+    END IF;
+
+    -- an anchor beyond the chain: the chain was cut back
+    IF v_break IS NULL AND v_anchor = 'not reached' THEN
+        v_break := jsonb_build_object('seal_id', p_anchor_seal_id, 'decision_id', NULL, 'problem', 'missing',
+            'detail', format('the anchored seal %s is gone: the chain was cut back', p_anchor_seal_id));
+    END IF;
+
+    -- after the chain: rows not sealed yet, unless the last seal would have covered them (their
+    -- transaction had ended before its horizon) or their transaction has not even begun
+    IF v_break IS NULL THEN
+        SELECT d.decision_id INTO v_id
+          FROM memgov.decision_log d
+         WHERE d.xact_id >= v_after_x AND (d.xact_id, d.decision_id) > (v_after_x, v_after_d)
+           AND (d.xact_id < v_horizon OR d.xact_id >= v_next_xid)
+         ORDER BY d.xact_id, d.decision_id
+         LIMIT 1;
+        IF FOUND THEN
+            v_break := jsonb_build_object('seal_id', NULL, 'decision_id', v_id, 'problem', 'extra',
+                'detail', 'a row after the last seal that its transaction id places before it');
+        END IF;
+    END IF;
+
+    -- the chain's end as recorded (what to anchor), and what lies after it
+    SELECT e.seal_id, e.hash, e.xact_id, e.decision_id
+      INTO v_last_id, v_last_hash, v_end_x, v_end_d
+      FROM memgov.chain_end() AS e;
+    SELECT count(*) INTO v_unsealed
+      FROM memgov.decision_log d
+     WHERE d.xact_id >= coalesce(v_end_x, 0)
+       AND (d.xact_id, d.decision_id) > (coalesce(v_end_x, 0), coalesce(v_end_d, 0));
+
+    RETURN jsonb_build_object(
+        'ok', v_break IS NULL,
+        'seals', v_seals,
+        'rows', v_rows,
+        'first_break', v_break,
+        'last_seal_id', v_last_id,
+        'last_hash', encode(v_last_hash, 'hex'),
+        'unsealed_rows', v_unsealed,
+        'archived', jsonb_build_object('archives', v_archives, 'seals', v_arch_seals, 'rows', v_arch_rows),
+        'anchor', v_anchor);
+END
+$function$;
+
+CREATE OR REPLACE FUNCTION memgov.archive_decision_log(p_before timestamp with time zone)
+ RETURNS jsonb
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog', 'pg_temp'
+ SET "TimeZone" TO 'UTC'
+AS $function$
+DECLARE
+    v_report    jsonb;
+    v_first     bigint;
+    v_last      memgov.decision_log_seals;
+    v_rows      bigint;
+    v_archive   bigint;
+    v_deleted   bigint;
+BEGIN
+    IF p_before IS NULL THEN
+        RAISE EXCEPTION 'memgov: archive_decision_log needs a time: rows decided before it are archived'
+            USING ERRCODE = '22023';
+    END IF;
+    -- no seal is made while we archive
+    LOCK TABLE memgov.decision_log_seals IN SHARE ROW EXCLUSIVE MODE;
+    v_report := memgov.verify_decision_log();
+    IF NOT (v_report ->> 'ok')::boolean THEN
+        RAISE EXCEPTION 'memgov: the decision log does not verify (%); nothing archived', v_report -> 'first_break'
+            USING ERRCODE = 'MG409',
+                  HINT = 'run memgov verify-log and find out what changed; archiving would erase the evidence';
+    END IF;
+    SELECT min(s.seal_id) INTO v_first FROM memgov.decision_log_seals s;
+    -- the seals before the first one that holds a row decided at or after p_before
+    SELECT * INTO v_last
+      FROM memgov.decision_log_seals s
+     WHERE s.seal_id < coalesce((SELECT min(o.seal_id) FROM memgov.decision_log_seals o
+                                  WHERE o.last_decided_at >= p_before), s.seal_id + 1)
+     ORDER BY s.seal_id DESC
+     LIMIT 1;
+    IF NOT FOUND THEN
+        RETURN jsonb_build_object('archived_rows', 0, 'archived_seals', 0, 'archive_id', NULL,
+                                  'decided_before', p_before);
+    END IF;
+    SELECT sum(s.row_count) INTO v_rows FROM memgov.decision_log_seals s WHERE s.seal_id <= v_last.seal_id;
+    SELECT coalesce(max(a.archive_id), 0) + 1 INTO v_archive FROM memgov.decision_log_archives a;
+    INSERT INTO memgov.decision_log_archives
+           (archive_id, archived_by, decided_before, first_seal_id, last_seal_id, last_xact_id,
+            last_decision_id, row_count, last_hash)
+    VALUES (v_archive, memgov.invoker_role(), p_before, v_first, v_last.seal_id, v_last.last_xact_id,
+            v_last.last_decision_id, v_rows, v_last.seal_hash);
+    -- the guard triggers let this transaction delete what that record covers, and nothing else
+    PERFORM set_config('memgov.archiving', v_archive::text, true);
+    DELETE FROM memgov.decision_log d
+     WHERE d.xact_id <= v_last.last_xact_id
+       AND (d.xact_id, d.decision_id) <= (v_last.last_xact_id, v_last.last_decision_id);
+    GET DIAGNOSTICS v_deleted = ROW_COUNT;
+    DELETE FROM memgov.decision_log_seals s WHERE s.seal_id <= v_last.seal_id;
+    PERFORM set_config('memgov.archiving', '', true);
+    IF v_deleted <> v_rows THEN  -- cannot happen: the log verified a moment ago
+        RAISE EXCEPTION 'memgov: archiving found % rows where the seals hold %; nothing archived', v_deleted, v_rows
+            USING ERRCODE = 'MG409';
+    END IF;
+    RETURN jsonb_build_object('archive_id', v_archive, 'archived_rows', v_rows,
+                              'archived_seals', v_last.seal_id - v_first + 1,
+                              'first_seal_id', v_first, 'last_seal_id', v_last.seal_id,
+                              'last_hash', encode(v_last.seal_hash, 'hex'), 'decided_before', p_before);
+END
+$function$;
+
+DROP FUNCTION memgov.guard_settings();
+
+DROP FUNCTION memgov.record_setting_change();
+
+DROP FUNCTION memgov.settings_change_hash(bytea,bigint,timestamp with time zone,text,text,text,bigint,bigint);
+
 RESET ROLE;
 DROP FUNCTION memgov.cron_settings();
 SET ROLE memgov_owner;
 
 DROP FUNCTION memgov.row_token(memgov.long_term_memory_items,bigint);
+
+DROP FUNCTION memgov.refuse_read_only(text);
+
+DROP FUNCTION memgov.forget_where(jsonb,boolean);
+
+DROP FUNCTION memgov.forget_matches(memgov.long_term_memory_items,jsonb);
+
+DROP FUNCTION memgov.forget_filter(jsonb);
 
 DROP FUNCTION memgov.refuse_delete();
 
@@ -3633,6 +4846,14 @@ ALTER TABLE memgov.long_term_memory_items ENABLE ALWAYS TRIGGER engine_columns;
 ALTER TABLE memgov.long_term_memory_items ENABLE ALWAYS TRIGGER forget_samples;
 RESET ROLE;
 -- memgov_settings_reader is kept: roles are cluster-wide and may serve other databases
+
+-- forget_where (issue 26): 0001_initial's deletion log has no reason for a forgotten
+-- memory; those rows go (the decision log keeps each forget's decision)
+DELETE FROM memgov.deletion_log WHERE reason = 'forgotten';
+ALTER TABLE memgov.deletion_log DROP CONSTRAINT deletion_log_reason_check,
+    ADD CONSTRAINT deletion_log_reason_check CHECK (reason IN ('ttl', 'confidence', 'auto_delete', 'rejected'));
+COMMENT ON TABLE memgov.deletion_log IS
+    'Memories deleted by retention or rejection, a row per batch and tenant: ids, reason, rule; never the content';
 
 COMMENT ON TABLE memgov.policy_activations IS
     'Every change of the active policy version of an org_id (''*'' = global), in activation_id order';

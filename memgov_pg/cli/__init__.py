@@ -15,11 +15,12 @@ import psycopg
 
 from ..errors import BUSY_SQLSTATES, EngineError, ExitCode, MemgovError
 from ..policy import PolicyValidationError
-from . import admin, policies, policy_tests, recall, retention, review, revision, server, shadow
+from . import admin, forget, policies, policy_tests, recall, retention, review, revision, server, shadow
 from .base import cli, engine_error_line, sql_error_line
 
 __all__ = [
-    "admin", "cli", "main", "policies", "policy_tests", "recall", "retention", "review", "revision", "server", "shadow",
+    "admin", "cli", "forget", "main", "policies", "policy_tests", "recall", "retention", "review", "revision",
+    "server", "shadow",
 ]  # fmt: skip
 
 

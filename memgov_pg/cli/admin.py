@@ -131,10 +131,12 @@ def check_anchor(ctx: click.Context, param: click.Parameter, value: str | None) 
 @json_option
 def verify_log(anchor: Any, dsn: str | None, as_json: bool) -> None:
     """Recompute the decision log's hash chain; exit 1 and name the first altered, missing or
-    extra row on a break. Prints the last seal's hash: keep it outside the database."""
+    extra row on a break, or when the cluster's transaction counter is behind the chain (a
+    pg_restore copy: it prints the pg_resetwal command that fixes it). Prints the last
+    seal's hash: keep it outside the database."""
     from ..audit import report_lines, verify
 
     report = verify(resolve_dsn(dsn), anchor)
     emit(report, as_json, lambda r: click.echo("\n".join(report_lines(r))))
-    if not report["ok"]:
+    if not report["ok"] or report.get("counter_behind"):
         sys.exit(ExitCode.FAILED)

@@ -194,12 +194,23 @@ def _print_status(d: dict[str, Any]) -> None:
         line("decisions (24 h)", decisions.get("error") if "error" in decisions else (
             ", ".join(f"{action} {n}" for action, n in decisions.items()) or "none"))  # fmt: skip
         line("last maintenance", _run_line(d["last_maintenance_run"]))
+        line("settings changed", _setting_line(d.get("last_setting_change")))
     line("pg_cron", _cron_line(d["pg_cron"]))
     cron = d["pg_cron"]
     if cron.get("last_run"):
         last = cron["last_run"]
         message = (last.get("return_message") or "").strip()
         line("  last cron run", f"{last['status']} at {last['start_time']}" + (f": {message}" if message else ""))
+
+
+def _setting_line(change: dict[str, Any] | None) -> str:
+    if change is None:
+        return "never (memgov.settings as installed)"
+    if "error" in change:
+        return str(change["error"])
+    old = "unset" if change["old_value"] is None else change["old_value"]
+    new = "unset" if change["new_value"] is None else change["new_value"]
+    return f"{change['name']} {old} -> {new} at {change['changed_at']} by {change['login']}"
 
 
 def _count_line(section: dict[str, Any], key: str, suffix: str = "") -> str:

@@ -1024,13 +1024,19 @@ BOUND_ATTACKS: dict[str, Callable[[psycopg.Connection[Any], uuid.UUID], Any]] = 
     ),
     "evaluate_other": lambda c, v: c.execute("SELECT memgov.evaluate(%s)", (as_json(item("allowed", org=OTHER)),)),
     "forget_other": lambda c, v: c.execute("SELECT memgov.forget(%s)", (v,)),
+    "forget_where_other": lambda c, v: c.execute(
+        "SELECT memgov.forget_where(%s)", (Jsonb({"org_id": OTHER, "subject_id": "user-42"}),)
+    ),
+    "forget_where_session_other": lambda c, v: c.execute(
+        "SELECT memgov.forget_where(%s)", (Jsonb({"subject_id": "user-42"}),)
+    ),
     "apply_retention_other": lambda c, v: c.execute("SELECT memgov.apply_retention(%s)", (v,)),
 }
 
 
 @pytest.fixture
 def globex_memory(su) -> uuid.UUID:
-    return seed(su, "allowed", org=OTHER)
+    return seed(su, "allowed", org=OTHER, subject_id="user-42")
 
 
 @pytest.mark.parametrize("who", ["bound", "member", "bound_set_role"])
@@ -1046,7 +1052,7 @@ def test_13_a_bound_login_cannot_switch_to_another_tenant(su, login, logins, glo
     with unchanged(su):
         assert conn.execute("UPDATE memgov.long_term_memory_items SET fact_text = 'x'").rowcount == 0
     # by id, another tenant's memory is as missing as one that never existed (MG404)
-    with refused(su, "MG404" if attack.endswith("_other") and attack.split("_")[0] in ("forget", "apply") else "42501"):
+    with refused(su, "MG404" if attack in ("forget_other", "apply_retention_other") else "42501"):
         BOUND_ATTACKS[attack](conn, globex_memory)
 
 
@@ -1234,12 +1240,14 @@ RECALL = {"memgov.search(jsonb)", "memgov.get(uuid)"}
 # the end of a bulk statement lists its shared decisions' memories as the statement's role:
 # what it is handed it checks against the log and the rows (tests/db/test_bulk_decisions.py)
 STATEMENT_END = {"memgov.list_shared(memgov.shared_decision[])"}
-WRITER_API = {"memgov.remember(jsonb)", "memgov.forget(uuid)", "memgov.evaluate(jsonb,text)",
+WRITER_API = {"memgov.remember(jsonb)", "memgov.forget(uuid)", "memgov.forget_where(jsonb,boolean)",
+              "memgov.evaluate(jsonb,text)",
               "memgov.explain(jsonb,text)", "memgov.apply_retention(uuid)", "memgov.item_from_json(jsonb)",
               *SESSION_TENANT, *READABLE, *RECALL, *STATEMENT_END}  # fmt: skip
 REVIEWER_API = {"memgov.approve(uuid,text)", "memgov.deny(uuid,text)", "memgov.release_quarantine(uuid)",
                 "memgov.purge_quarantine(uuid)", "memgov.confirm(uuid)", "memgov.reject(uuid)",
-                "memgov.edit(uuid,text)", "memgov.forget(uuid)", "memgov.apply_retention(uuid)",
+                "memgov.edit(uuid,text)", "memgov.forget(uuid)", "memgov.forget_where(jsonb,boolean)",
+                "memgov.apply_retention(uuid)",
                 "memgov.evaluate(jsonb,text)", "memgov.explain(jsonb,text)", "memgov.approval_channel()",
                 *SESSION_TENANT, *READABLE, *RECALL}  # fmt: skip
 # pure functions of their arguments (detectors, constructors, validators): harmless to anyone

@@ -72,8 +72,10 @@ def login(dsn: str, role: str, *, autocommit: bool = True) -> Iterator[psycopg.C
 
 @pytest.fixture
 def su(db_conn: psycopg.Connection[Any]) -> psycopg.Connection[Any]:
-    """Superuser connection; every test starts from an empty log and an allow-all policy."""
+    """Superuser connection; every test starts from an empty log and an allow-all policy, and
+    archival without a floor (archive_min_age 0: these tests archive what they just wrote)."""
     wipe(db_conn)
+    db_conn.execute("UPDATE memgov.settings SET value = 0 WHERE name = 'archive_min_age'")
     db_conn.execute(compile_policy(load_policy(POLICY), "*").install_sql())
     return db_conn
 
@@ -494,7 +496,10 @@ def test_archive_removes_only_sealed_rows_and_records_them(su, admin, writer):
 
     report = verify(admin)
     assert report["ok"] is True, report
-    assert report["archived"] == {"archives": 1, "seals": 1, "rows": 3}
+    assert report["archived"] | {"runs": None} == {"archives": 1, "seals": 1, "rows": 3, "runs": None}
+    (run,) = report["archived"]["runs"]
+    assert (run["archive_id"], run["rows"], run["login"], run["below_floor"]) == (1, 3, admin.info.user, False)
+    assert (run["min_age_seconds"], run["first_seal_id"], run["last_seal_id"]) == (0, 1, 1)
     assert (report["seals"], report["rows"], report["unsealed_rows"]) == (1, 2, 2)
 
     # the chain goes on from the archived seal
@@ -507,7 +512,9 @@ def test_archive_removes_only_sealed_rows_and_records_them(su, admin, writer):
     writes(writer, 1)
     seal(admin)
     report = verify(admin)
-    assert report["ok"] is True and report["archived"] == {"archives": 2, "seals": 3, "rows": 7}
+    assert report["ok"] is True
+    assert report["archived"] | {"runs": None} == {"archives": 2, "seals": 3, "rows": 7, "runs": None}
+    assert [run["rows"] for run in report["archived"]["runs"]] == [3, 4]
     assert not set(old) & set(sealed_ids(su))
 
 
@@ -558,10 +565,12 @@ def test_verify_log_reports_an_intact_log(memgov_dsn, logins, su, admin, writer)
     result = run_memgov("verify-log", "--dsn", memgov_dsn, "--json")
     assert result.returncode == 0
     report = json.loads(result.stdout)
-    assert report | {"archived": None, "anchor": None} == {
+    assert report | {"archived": None, "anchor": None, "settings_changes": None} == {
         "ok": True, "seals": 1, "rows": 3, "first_break": None, "last_seal_id": 1, "last_hash": last_hash,
-        "unsealed_rows": 2, "archived": None, "anchor": None, "policy_drift": [],
+        "unsealed_rows": 2, "archived": None, "anchor": None, "policy_drift": [], "counter_behind": None,
+        "settings_changes": None,
     }  # fmt: skip
+    assert report["settings_changes"]["first_break"] is None
 
 
 def test_verify_log_errors_are_one_line(memgov_dsn, logins, su):

@@ -17,7 +17,7 @@ import psycopg
 import pytest
 from psycopg import conninfo, sql
 
-from memgov_pg.doctor import REVIEWER_API, WRITER_API
+from memgov_pg.doctor import MONITORING_UNREADABLE_FIX, REVIEWER_API, WRITER_API
 from tests.cli_helpers import assert_one_line_error, run_memgov
 
 WRITER = "doctor_writer"  # an agent's login
@@ -157,7 +157,12 @@ CASES: list[tuple[str, list[str], list[str], list[Key]]] = [
         "table-owned-by-a-login",
         ["ALTER TABLE memgov.decision_log OWNER TO {dba}"],
         ["ALTER TABLE memgov.decision_log OWNER TO memgov_owner"],
-        [("owner", "error", "memgov.decision_log", "ALTER TABLE memgov.decision_log OWNER TO memgov_owner")],
+        [
+            ("owner", "error", "memgov.decision_log", "ALTER TABLE memgov.decision_log OWNER TO memgov_owner"),
+            # the monitoring views read it as memgov_owner
+            ("monitoring", "warning", "memgov.monitor_decisions", MONITORING_UNREADABLE_FIX),
+            ("monitoring", "warning", "memgov.monitor_seal", MONITORING_UNREADABLE_FIX),
+        ],
     ),
     (
         "login-in-memgov-owner",
@@ -345,6 +350,31 @@ CASES: list[tuple[str, list[str], list[str], list[Key]]] = [
                 "error",
                 "memgov.binding_on()",
                 "as a superuser: UPDATE memgov.tenant_grants SET role_name = role_name (its trigger rewrites the flag)",
+            )
+        ],
+    ),
+    (
+        "monitoring-view-not-for-pg-monitor",
+        ["REVOKE SELECT ON memgov.monitor_seal FROM pg_monitor"],
+        ["GRANT SELECT ON memgov.monitor_seal TO pg_monitor"],
+        [("monitoring", "warning", "pg_monitor", "GRANT SELECT ON memgov.monitor_seal TO pg_monitor")],
+    ),
+    (
+        "monitoring-schema-not-for-pg-monitor",
+        ["REVOKE USAGE ON SCHEMA memgov FROM pg_monitor"],
+        ["GRANT USAGE ON SCHEMA memgov TO pg_monitor"],
+        [("monitoring", "warning", "pg_monitor", "GRANT USAGE ON SCHEMA memgov TO pg_monitor")],
+    ),
+    (
+        "monitoring-view-dropped",
+        ["ALTER VIEW memgov.monitor_sweep RENAME TO monitor_sweep_gone"],
+        ["ALTER VIEW memgov.monitor_sweep_gone RENAME TO monitor_sweep"],
+        [
+            (
+                "monitoring",
+                "warning",
+                "memgov.monitor_sweep",
+                "memgov migrate (the views come with the schema; docs/monitoring.md)",
             )
         ],
     ),

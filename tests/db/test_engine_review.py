@@ -112,11 +112,14 @@ def test_release_and_purge(su, writer, login: Login, logins: Logins, memgov_dsn)
         assert [e.quarantine_id for e in app.list_quarantine()] == [own]
     assert memory(su, released_memory)["status"] == "active"
 
-    # four eyes: the login that made the write may not release it (purging it is allowed)
-    with engine_of(memgov_dsn, logins.both) as both, unchanged(su, "a release by its own writer"):
+    # four eyes: the login that made the write may neither release nor purge it
+    with engine_of(memgov_dsn, logins.both) as both, unchanged(su, "a release or purge by its own writer"):
         with pytest.raises(NotPermittedError) as info:
             both.release_quarantine(own)
-    assert "cannot decide its own write" in str(info.value)
+        assert "cannot decide its own write" in str(info.value)
+        with pytest.raises(NotPermittedError) as info:
+            both.purge_quarantine(own)
+        assert "cannot decide its own write" in str(info.value)
 
     async def scenario() -> str:
         async with await MemoryPolicyEngine.connect(login_dsn(memgov_dsn, logins.reviewer2), org_id="acme") as app:

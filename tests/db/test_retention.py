@@ -871,6 +871,8 @@ def test_feedback_and_retention_code_passes_plpgsql_check(db_conn, plpgsql_check
         "memgov.reject(uuid)",
         "memgov.edit(uuid, text)",
         "memgov.forget(uuid)",
+        "memgov.forget_filter(jsonb)",
+        "memgov.forget_where(jsonb, boolean)",
         "memgov.sweep_batch(bigint, text, integer)",
         "memgov.start_maintenance(boolean)",
         "memgov.finish_maintenance(bigint, jsonb, bigint)",

@@ -128,7 +128,7 @@ def test_every_unique_key_contains_org_id(db_conn):
     ).fetchall()
     assert rows, "no unique keys found"
     # the engine's own settings and locks belong to no tenant
-    engine = {"memgov.settings_pkey", "memgov.engine_locks_pkey"}
+    engine = {"memgov.settings_pkey", "memgov.engine_locks_pkey", "memgov.settings_changes_pkey"}
     assert [name for name, has_org in rows if not has_org and name not in engine] == []
 
 

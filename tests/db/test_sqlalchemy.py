@@ -40,6 +40,7 @@ from memgov_pg.sqlalchemy import (
     memgov_deny,
     memgov_edit,
     memgov_forget,
+    memgov_forget_where,
     memgov_purge_quarantine,
     memgov_reject,
     memgov_release_quarantine,
@@ -188,6 +189,20 @@ def test_the_review_and_feedback_wrappers(writer: Engine, reviewer: Engine, su: 
     assert forgotten is not None and forgotten.action == "allow" and forgotten.memory_id == stored.memory_id
     statuses = su.execute("SELECT memory_id, status FROM memgov.long_term_memory_items ORDER BY 2").fetchall()
     assert sorted(statuses) == sorted([(held.memory_id, "active"), (quarantined.memory_id, "active")])
+
+
+def test_forget_where_returns_the_counts(writer: Engine, su: psycopg.Connection[Any]) -> None:
+    with Session(writer) as w:
+        for kind in ("allowed", "allowed", "held"):
+            w.scalar(memgov_remember(memory(kind, subject_id="user-42")))
+        w.commit()
+    with Session(writer) as w:
+        dry = w.scalar(memgov_forget_where({"org_id": ORG, "subject_id": "user-42"}, dry_run=True))
+        done = w.scalar(memgov_forget_where({"org_id": ORG, "subject_id": "user-42"}))
+        w.commit()
+    counts = {"forgotten": 2, "held": 0, "denied": 0, "pending": 1}
+    assert dry == counts | {"dry_run": True} and done == counts | {"dry_run": False}
+    assert count(su, "long_term_memory_items") == 1
 
 
 def test_execute_raises_memgov_exceptions(writer: Engine, reviewer: Engine) -> None:

@@ -110,6 +110,7 @@ def test_wheel_carries_policies_schema_licence_and_typing(wheel):
         if path.is_file():
             assert f"memgov_pg/policies/{path.relative_to(REPO / 'policies')}" in names
     assert "memgov_pg/py.typed" in names
+    assert "memgov_pg/deploy/postgres_exporter/queries.yaml" in names  # docs/monitoring.md
     assert any(n.endswith(".dist-info/licenses/LICENSE") for n in names), sorted(names)
 
 

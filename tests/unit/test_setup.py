@@ -37,7 +37,10 @@ def _postgres(root: Path, *, cron: bool = True, plpgsql_check: bool = False) -> 
     return root / "bin"
 
 
-def _missing(target: str, bindir: Path) -> list[str]:
+EXPORTER = "prometheus-postgres-exporter"  # test only, and on PATH or not: see the test below
+
+
+def _missing(target: str, bindir: Path, *, exporter: bool = False) -> list[str]:
     out = subprocess.run(
         [str(SETUP), "--missing", target],
         capture_output=True,
@@ -45,7 +48,7 @@ def _missing(target: str, bindir: Path) -> list[str]:
         env=dict(os.environ, MEMGOV_PG_BINDIR=str(bindir)),
     )
     assert out.returncode == 0, out.stderr
-    return out.stdout.split()
+    return [p for p in out.stdout.split() if exporter or p != EXPORTER]
 
 
 def test_demo_needs_postgres_and_pg_cron_only(tmp_path):
@@ -58,6 +61,12 @@ def test_demo_needs_postgres_and_pg_cron_only(tmp_path):
     assert _missing("test", no_cron) == ["postgresql-15-cron", "postgresql-15-plpgsql-check"]
     nothing = tmp_path / "d" / "bin"
     assert _missing("demo", nothing)[:3] == ["postgresql-15", "postgresql-contrib", "postgresql-15-cron"]
+
+
+def test_test_wants_the_exporter_unless_it_is_on_path(tmp_path):
+    bindir = _postgres(tmp_path / "a", plpgsql_check=True)
+    assert _missing("demo", bindir, exporter=True) == []
+    assert _missing("test", bindir, exporter=True) == ([] if shutil.which(EXPORTER) else [EXPORTER])
 
 
 def test_a_bad_target_is_a_usage_error():
