@@ -224,6 +224,9 @@ class MemoryItem(Base):
     search_vector: Mapped[str | None] = mapped_column(
         TSVECTOR, Computed("to_tsvector(search_config, fact_text)", persisted=True)
     )
+    # where a LangGraph store keeps the memory (memgov_pg.langgraph): set on INSERT only
+    namespace: Mapped[str | None] = mapped_column(Text)
+    item_key: Mapped[str | None] = mapped_column(Text)
 
     @validates(*ENGINE_COLUMNS)
     def _engine_owned(self, key: str, value: Any) -> Any:

@@ -56,6 +56,10 @@ CREATE TABLE memgov.long_term_memory_items (
     -- memory was written, and the document memgov.search matches and ranks
     search_config        regconfig    NOT NULL DEFAULT 'pg_catalog.simple',
     search_vector        tsvector     GENERATED ALWAYS AS (to_tsvector(search_config, fact_text)) STORED,
+    -- where a LangGraph store keeps the memory (memgov_pg.langgraph, docs/langgraph.md): its
+    -- namespace's labels joined with '.', and its key; NULL for every other memory
+    namespace            text,
+    item_key             text,
     -- memory_id leads so that feedback functions find a row by id alone
     PRIMARY KEY (memory_id, org_id)
 );
@@ -72,6 +76,11 @@ CREATE INDEX long_term_memory_items_low_confidence_since_idx
 -- memgov.search finds a text's matches here, then ranks them
 CREATE INDEX long_term_memory_items_search_vector_idx
     ON memgov.long_term_memory_items USING gin (search_vector);
+-- a LangGraph store's item: one memory per (tenant, namespace, key); also what its reads
+-- look up and list (a namespace prefix is a range of this index)
+CREATE UNIQUE INDEX long_term_memory_items_store_key_idx
+    ON memgov.long_term_memory_items (org_id, namespace, item_key)
+    WHERE namespace IS NOT NULL;
 
 -- Agents write, reviewers read, admins write like agents in any tenant. Writers may set
 -- the columns an agent owns; the engine's columns (status, policy_version, decision_id,
@@ -82,7 +91,8 @@ CREATE INDEX long_term_memory_items_search_vector_idx
 -- its tenant's rows is the policy's `get` decision (sql/060_recall.sql).
 GRANT SELECT ON memgov.long_term_memory_items TO memgov_writer, memgov_reviewer, memgov_admin;
 GRANT INSERT (memory_id, org_id, project_id, agent_id, subject_id, session_id, category, fact_text,
-              source, confidence, is_sensitive, retention_policy, context_source, metadata),
+              source, confidence, is_sensitive, retention_policy, context_source, metadata,
+              namespace, item_key),
       UPDATE (project_id, agent_id, subject_id, session_id, category, fact_text,
               source, confidence, is_sensitive, retention_policy, context_source, metadata)
     ON memgov.long_term_memory_items TO memgov_writer, memgov_admin;

@@ -799,11 +799,12 @@ BEGIN
     PERFORM set_config('memgov.last_outcome', '', true);
     INSERT INTO memgov.long_term_memory_items
            (memory_id, org_id, project_id, agent_id, subject_id, session_id, category, fact_text,
-            source, confidence, is_sensitive, retention_policy, context_source, metadata)
+            source, confidence, is_sensitive, retention_policy, context_source, metadata,
+            namespace, item_key)
     VALUES (coalesce(v_row.memory_id, gen_random_uuid()), v_row.org_id, v_row.project_id,
             v_row.agent_id, v_row.subject_id, v_row.session_id, v_row.category, v_row.fact_text,
             v_row.source, v_row.confidence, v_row.is_sensitive, v_row.retention_policy,
-            v_row.context_source, v_row.metadata);
+            v_row.context_source, v_row.metadata, v_row.namespace, v_row.item_key);
     v_outcome := current_setting('memgov.last_outcome', true);
     PERFORM set_config('memgov.capture', '', true);
     PERFORM set_config('memgov.on_deny', '', true);

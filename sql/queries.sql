@@ -741,3 +741,90 @@ SELECT p.oid::pg_catalog.regprocedure::text                             AS signa
  WHERE p.pronamespace = 'memgov'::regnamespace
    AND p.proname !~ '^policy_[0-9a-f]{16}'
  ORDER BY p.oid;
+
+-- LangGraph store (memgov_pg.langgraph, docs/langgraph.md) ---------------------------------
+-- Every read runs as the store's login under row level security: its tenant only, and where
+-- the tenant's policy governs reads, only the rows a get decision allows (governed_reads).
+-- An item's value is its fact_text, the JSON text of what was put.
+
+-- name: store_ready
+-- MemgovStore.setup(): whether the schema has the store's columns, and the login may write.
+SELECT EXISTS (SELECT FROM pg_catalog.pg_attribute a
+                WHERE a.attrelid = pg_catalog.to_regclass('memgov.long_term_memory_items')
+                  AND a.attname = 'item_key' AND NOT a.attisdropped) AS has_columns,
+       pg_catalog.to_regprocedure('memgov.remember(jsonb)') IS NOT NULL
+       AND pg_catalog.has_function_privilege('memgov.remember(jsonb)', 'EXECUTE') AS may_write;
+
+-- name: store_get
+-- GetOp: the items of one namespace by key, each a governed get (memgov.get: decided and logged).
+SELECT m.item_key AS key, r.fact_text AS value, r.created_at, r.updated_at
+  FROM memgov.long_term_memory_items m
+ CROSS JOIN LATERAL memgov.get(m.memory_id) r
+ WHERE m.org_id = %(org_id)s AND m.namespace = %(namespace)s AND m.item_key = ANY (%(keys)s::text[])
+   AND m.status = 'active' AND (m.expires_at IS NULL OR m.expires_at > now());
+
+-- name: store_find
+-- PutOp: the memory that holds an item, if its writer can see it.
+SELECT m.memory_id
+  FROM memgov.long_term_memory_items m
+ WHERE m.org_id = %(org_id)s AND m.namespace = %(namespace)s AND m.item_key = %(key)s;
+
+-- name: store_capture
+-- Before store_update: the write trigger reports its decision (memgov.last_outcome) and logs
+-- a denial instead of raising it, as it does for memgov.remember.
+SELECT set_config('memgov.capture', 'on', true), set_config('memgov.on_deny', 'skip', true),
+       set_config('memgov.last_outcome', '', true);
+
+-- name: store_update
+-- PutOp of an existing item: an update, decided by the write trigger.
+UPDATE memgov.long_term_memory_items m
+   SET fact_text = %(fact_text)s, category = %(category)s, source = %(source)s,
+       confidence = %(confidence)s, is_sensitive = %(is_sensitive)s, subject_id = %(subject_id)s,
+       project_id = %(project_id)s, agent_id = %(agent_id)s
+ WHERE m.memory_id = %(memory_id)s AND m.org_id = %(org_id)s;
+
+-- name: store_last_outcome
+-- The decision on the row store_update wrote (JSON), and the settings reset.
+SELECT nullif(current_setting('memgov.last_outcome', true), '')::jsonb AS decision,
+       set_config('memgov.capture', '', true), set_config('memgov.on_deny', '', true),
+       set_config('memgov.last_outcome', '', true);
+
+-- name: store_search
+-- SearchOp: the items under a namespace prefix ('' for all) that pass every filter
+-- ({path, op, val}: $eq $ne by JSON equality, $gt $gte $lt $lte between values of the same
+-- JSON type, so numbers compare as numbers), newest first, or with a query the best
+-- full-text matches first (score: ts_rank_cd normalised to 0..1).
+SELECT m.namespace, m.item_key AS key, m.fact_text AS value, m.created_at, m.updated_at,
+       CASE WHEN %(query)s::text IS NOT NULL
+            THEN ts_rank_cd(m.search_vector, websearch_to_tsquery(m.search_config, %(query)s::text), 32)::float8
+       END AS score
+  FROM memgov.long_term_memory_items m
+ WHERE m.org_id = %(org_id)s AND m.namespace IS NOT NULL
+   AND (%(prefix)s::text = '' OR m.namespace = %(prefix)s::text OR starts_with(m.namespace, %(prefix)s::text || '.'))
+   AND m.status = 'active' AND (m.expires_at IS NULL OR m.expires_at > now())
+   AND (%(query)s::text IS NULL OR m.search_vector @@ websearch_to_tsquery(m.search_config, %(query)s::text))
+   AND NOT EXISTS (
+       SELECT FROM jsonb_to_recordset(%(filters)s::jsonb) AS f(path text, op text, val jsonb)
+        CROSS JOIN LATERAL (SELECT (m.fact_text::jsonb) -> f.path AS x) v
+        WHERE NOT coalesce(CASE f.op
+                               WHEN '$eq' THEN v.x = f.val
+                               WHEN '$ne' THEN v.x <> f.val
+                               WHEN '$gt' THEN jsonb_typeof(v.x) = jsonb_typeof(f.val) AND v.x > f.val
+                               WHEN '$gte' THEN jsonb_typeof(v.x) = jsonb_typeof(f.val) AND v.x >= f.val
+                               WHEN '$lt' THEN jsonb_typeof(v.x) = jsonb_typeof(f.val) AND v.x < f.val
+                               WHEN '$lte' THEN jsonb_typeof(v.x) = jsonb_typeof(f.val) AND v.x <= f.val
+                           END, false))
+ ORDER BY score DESC NULLS LAST, m.updated_at DESC, m.namespace, m.item_key
+ LIMIT %(limit)s OFFSET %(offset)s;
+
+-- name: store_list_namespaces
+-- ListNamespacesOp: the distinct namespaces that match every pattern (POSIX regexes on the
+-- dot-joined labels), cut to max_depth labels, in order.
+SELECT DISTINCT array_to_string((string_to_array(m.namespace, '.'))[1:coalesce(%(max_depth)s::integer, 2147483647)], '.')
+       AS namespace
+  FROM memgov.long_term_memory_items m
+ WHERE m.org_id = %(org_id)s AND m.namespace IS NOT NULL
+   AND m.status = 'active' AND (m.expires_at IS NULL OR m.expires_at > now())
+   AND m.namespace ~ ALL (%(patterns)s::text[])
+ ORDER BY 1
+ LIMIT %(limit)s OFFSET %(offset)s;

@@ -61,6 +61,8 @@ ITEM_KEYS: Mapping[str, str] = {
     "scope.subject_id": "subject_id",
     "scope.session_id": "session_id",
     "context.source": "context_source",
+    "store.namespace": "namespace",
+    "store.key": "item_key",
 }
 UNSUPPORTED = frozenset(
     {

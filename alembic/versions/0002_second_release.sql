@@ -1176,6 +1176,36 @@ BEGIN
 END
 $function$;
 
+CREATE OR REPLACE FUNCTION memgov.remember(item jsonb)
+ RETURNS jsonb
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+DECLARE
+    v_row      memgov.long_term_memory_items;
+    v_outcome  text;
+BEGIN
+    v_row := memgov.item_from_json(item);
+    -- ask the trigger for the outcome, and for a logged denial instead of an error
+    PERFORM set_config('memgov.capture', 'on', true);
+    PERFORM set_config('memgov.on_deny', 'skip', true);
+    PERFORM set_config('memgov.last_outcome', '', true);
+    INSERT INTO memgov.long_term_memory_items
+           (memory_id, org_id, project_id, agent_id, subject_id, session_id, category, fact_text,
+            source, confidence, is_sensitive, retention_policy, context_source, metadata,
+            namespace, item_key)
+    VALUES (coalesce(v_row.memory_id, gen_random_uuid()), v_row.org_id, v_row.project_id,
+            v_row.agent_id, v_row.subject_id, v_row.session_id, v_row.category, v_row.fact_text,
+            v_row.source, v_row.confidence, v_row.is_sensitive, v_row.retention_policy,
+            v_row.context_source, v_row.metadata, v_row.namespace, v_row.item_key);
+    v_outcome := current_setting('memgov.last_outcome', true);
+    PERFORM set_config('memgov.capture', '', true);
+    PERFORM set_config('memgov.on_deny', '', true);
+    PERFORM set_config('memgov.last_outcome', '', true);
+    RETURN nullif(v_outcome, '')::jsonb;
+END
+$function$;
+
 CREATE OR REPLACE FUNCTION memgov.close_request(p_request memgov.approval_requests, p_status text, p_actor text, p_note text)
  RETURNS void
  LANGUAGE plpgsql
@@ -2863,6 +2893,19 @@ ALTER TABLE memgov.settings ENABLE ALWAYS TRIGGER record_change;
 GRANT SELECT ON memgov.settings_changes TO memgov_admin;
 RESET ROLE;
 
+-- langgraph store (issue 29): where a LangGraph store keeps an item (memgov_pg.langgraph):
+-- its namespace and key, one memory per (tenant, namespace, key); writers set them on INSERT
+-- (memgov.remember passes them through). No trigger work: an index and two nullable columns.
+SET ROLE memgov_owner;
+ALTER TABLE memgov.long_term_memory_items
+    ADD COLUMN namespace text,
+    ADD COLUMN item_key text;
+CREATE UNIQUE INDEX long_term_memory_items_store_key_idx
+    ON memgov.long_term_memory_items (org_id, namespace, item_key)
+    WHERE namespace IS NOT NULL;
+GRANT INSERT (namespace, item_key) ON memgov.long_term_memory_items TO memgov_writer, memgov_admin;
+RESET ROLE;
+
 -- the schema says which revision it is at (0001_initial said none)
 COMMENT ON SCHEMA memgov IS 'memgov-pg: governed long-term memory of AI agents (schema revision 0002_second_release)';
 
@@ -2905,6 +2948,15 @@ DROP VIEW memgov.monitor_decisions, memgov.monitor_approvals, memgov.monitor_qua
           memgov.monitor_seal, memgov.monitor_shadows, memgov.monitor_policies;
 REVOKE EXECUTE ON FUNCTION memgov.setting_defaults() FROM pg_monitor;
 REVOKE USAGE ON SCHEMA memgov FROM pg_monitor;
+RESET ROLE;
+
+-- langgraph store (issue 29)
+SET ROLE memgov_owner;
+REVOKE INSERT (namespace, item_key) ON memgov.long_term_memory_items FROM memgov_writer, memgov_admin;
+DROP INDEX memgov.long_term_memory_items_store_key_idx;
+ALTER TABLE memgov.long_term_memory_items
+    DROP COLUMN namespace,
+    DROP COLUMN item_key;
 RESET ROLE;
 SET ROLE memgov_owner;
 DROP TRIGGER enforce_write ON memgov.long_term_memory_items;
@@ -3571,6 +3623,35 @@ AS $function$
 BEGIN
     DELETE FROM memgov.replay_samples s WHERE s.memory_id = OLD.memory_id AND s.org_id = OLD.org_id;
     RETURN NULL;
+END
+$function$;
+
+CREATE OR REPLACE FUNCTION memgov.remember(item jsonb)
+ RETURNS jsonb
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+DECLARE
+    v_row      memgov.long_term_memory_items;
+    v_outcome  text;
+BEGIN
+    v_row := memgov.item_from_json(item);
+    -- ask the trigger for the outcome, and for a logged denial instead of an error
+    PERFORM set_config('memgov.capture', 'on', true);
+    PERFORM set_config('memgov.on_deny', 'skip', true);
+    PERFORM set_config('memgov.last_outcome', '', true);
+    INSERT INTO memgov.long_term_memory_items
+           (memory_id, org_id, project_id, agent_id, subject_id, session_id, category, fact_text,
+            source, confidence, is_sensitive, retention_policy, context_source, metadata)
+    VALUES (coalesce(v_row.memory_id, gen_random_uuid()), v_row.org_id, v_row.project_id,
+            v_row.agent_id, v_row.subject_id, v_row.session_id, v_row.category, v_row.fact_text,
+            v_row.source, v_row.confidence, v_row.is_sensitive, v_row.retention_policy,
+            v_row.context_source, v_row.metadata);
+    v_outcome := current_setting('memgov.last_outcome', true);
+    PERFORM set_config('memgov.capture', '', true);
+    PERFORM set_config('memgov.on_deny', '', true);
+    PERFORM set_config('memgov.last_outcome', '', true);
+    RETURN nullif(v_outcome, '')::jsonb;
 END
 $function$;
 

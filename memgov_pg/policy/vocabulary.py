@@ -238,6 +238,22 @@ _FIELD_LIST: tuple[FieldSpec, ...] = (
         description="integration channel (langgraph, openai_sessions, mcp, custom)",
     ),
     FieldSpec(
+        "store.namespace",
+        _T.TEXT,
+        _O.ITEM,
+        "namespace",
+        nullable=True,
+        description="a LangGraph store item's namespace, its labels joined with '.' (docs/langgraph.md)",
+    ),
+    FieldSpec(
+        "store.key",
+        _T.TEXT,
+        _O.ITEM,
+        "item_key",
+        nullable=True,
+        description="a LangGraph store item's key (docs/langgraph.md)",
+    ),
+    FieldSpec(
         "context.actor",
         _T.TEXT,
         _O.ACTOR,

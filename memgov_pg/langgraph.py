@@ -1,0 +1,537 @@
+"""LangGraph's ``BaseStore`` on memgov: an agent's long-term memory, every put, delete and
+read decided by its tenant's policy (docs/langgraph.md).
+
+``MemgovStore`` (sync) and ``AsyncMemgovStore`` are built like LangGraph's ``PostgresStore``::
+
+    with MemgovStore.from_conn_string(dsn, org_id="acme") as store:
+        store.setup()
+        store.put(("users", "alice"), "prefs", {"food": "pizza"})
+
+Each item is one memory of the store's tenant, addressed by ``namespace`` (the labels joined
+with ".") and ``item_key``; its value is its ``fact_text`` (the JSON text of what was put,
+read back exactly). A put is ``memgov.remember`` (an update when the key exists), a delete is
+``memgov.forget``, a get is ``memgov.get``; searches and namespace listings read under row
+level security, which applies the tenant's get rules. A denied put or delete raises
+:class:`~memgov_pg.errors.PolicyDeniedError` (its log row stays), a quarantined put
+:class:`~memgov_pg.errors.QuarantinedError`; a held put returns and stays invisible until a
+reviewer approves it. Needs the extra ``memgov-pg[langgraph]``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import threading
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import asynccontextmanager, contextmanager
+from typing import Any
+
+import psycopg
+from langgraph.store.base import (
+    BaseStore,
+    GetOp,
+    Item,
+    ListNamespacesOp,
+    Op,
+    PutOp,
+    Result,
+    SearchItem,
+    SearchOp,
+    validate_op_namespace,
+)
+from psycopg.rows import dict_row
+from psycopg.types.json import Jsonb
+from psycopg_pool import AsyncConnectionPool, ConnectionPool
+
+from .decisions import Decision
+from .engine import _translate
+from .errors import ConflictError, MemgovError, NotFoundError
+from .resources import query
+from .tenants import check_tenant_id
+
+__all__ = ["DEFAULT_DESCRIPTION", "DESCRIBED_FIELDS", "AsyncMemgovStore", "Describe", "MemgovStore"]
+
+#: What a put is, for the policy, when ``describe`` does not say.
+DEFAULT_DESCRIPTION: Mapping[str, Any] = {"category": "user_fact", "source": "agent_extracted", "confidence": 0.9}
+#: The memgov fields ``describe`` may set.
+DESCRIBED_FIELDS = frozenset(
+    {"category", "source", "confidence", "is_sensitive", "subject_id", "project_id", "agent_id"}
+)
+
+Describe = Callable[[tuple[str, ...], str, Mapping[str, Any]], Mapping[str, Any]]
+
+
+def _describe(
+    describe: Describe | None, namespace: tuple[str, ...], key: str, value: Mapping[str, Any]
+) -> dict[str, Any]:
+    fields = dict(DEFAULT_DESCRIPTION)
+    if describe is not None:
+        described = dict(describe(namespace, key, value))
+        unknown = sorted(set(described) - DESCRIBED_FIELDS)
+        if unknown:
+            raise ValueError(f"describe() returned {unknown}: it describes only {sorted(DESCRIBED_FIELDS)}")
+        fields.update(described)
+    return {
+        "category": fields["category"],
+        "source": fields["source"],
+        "confidence": str(fields["confidence"]),
+        "is_sensitive": bool(fields.get("is_sensitive", False)),
+        "subject_id": fields.get("subject_id"),
+        "project_id": fields.get("project_id"),
+        "agent_id": fields.get("agent_id"),
+    }
+
+
+def _namespace_text(namespace: Sequence[str]) -> str:
+    return ".".join(namespace)
+
+
+def _pattern(path: Sequence[str], match_type: str) -> str:
+    """A POSIX regex matching whole labels of the dot-joined namespace ("*": one label)."""
+    body = r"\.".join("[^.]+" if part == "*" else re.escape(part) for part in path)
+    return rf"(^|\.){body}$" if match_type == "suffix" else rf"^{body}(\.|$)"
+
+
+def _group(ops: Iterable[Op]) -> tuple[list[tuple[int, Op]], int]:
+    """The ops with their positions, validated, in PostgresStore's order of execution:
+    gets, searches, listings, then puts (the last put of a key wins)."""
+    rank = {GetOp: 0, SearchOp: 1, ListNamespacesOp: 2, PutOp: 3}
+    indexed = []
+    for idx, op in enumerate(ops):
+        validate_op_namespace(op)
+        if type(op) not in rank:
+            raise ValueError(f"unknown operation type: {type(op).__name__}")
+        indexed.append((idx, op))
+    puts: dict[tuple[tuple[str, ...], str], tuple[int, Op]] = {}
+    others = []
+    for idx, op in indexed:
+        if isinstance(op, PutOp):
+            puts.pop((op.namespace, op.key), None)
+            puts[(op.namespace, op.key)] = (idx, op)
+        else:
+            others.append((idx, op))
+    others.sort(key=lambda pair: rank[type(pair[1])])
+    return [*others, *puts.values()], len(indexed)
+
+
+def _search_params(org_id: str, op: SearchOp) -> dict[str, Any]:
+    filters = []
+    for path, condition in (op.filter or {}).items():
+        if isinstance(condition, Mapping):
+            for name, value in condition.items():
+                if name not in ("$eq", "$ne", "$gt", "$gte", "$lt", "$lte"):
+                    raise ValueError(f"Unsupported operator: {name}")
+                filters.append({"path": path, "op": name, "val": value})
+        else:
+            filters.append({"path": path, "op": "$eq", "val": condition})
+    return {
+        "org_id": org_id,
+        "prefix": _namespace_text(op.namespace_prefix),
+        "query": op.query or None,
+        "filters": Jsonb(filters),
+        "limit": op.limit,
+        "offset": op.offset,
+    }
+
+
+def _list_params(org_id: str, op: ListNamespacesOp) -> dict[str, Any]:
+    patterns = [
+        _pattern(c.path, c.match_type)
+        for c in op.match_conditions or ()
+        if c.path and c.match_type in ("prefix", "suffix")
+    ]
+    return {"org_id": org_id, "max_depth": op.max_depth, "patterns": patterns, "limit": op.limit, "offset": op.offset}
+
+
+def _item(namespace: tuple[str, ...], row: Mapping[str, Any]) -> Item:
+    return Item(
+        namespace=namespace,
+        key=row["key"],
+        value=json.loads(row["value"]),
+        created_at=row["created_at"],
+        updated_at=row["updated_at"],
+    )
+
+
+def _search_item(row: Mapping[str, Any]) -> SearchItem:
+    return SearchItem(
+        namespace=tuple(row["namespace"].split(".")),
+        key=row["key"],
+        value=json.loads(row["value"]),
+        created_at=row["created_at"],
+        updated_at=row["updated_at"],
+        score=row["score"],
+    )
+
+
+def _value_text(value: Mapping[str, Any]) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def _remember_item(org_id: str, op: PutOp, described: Mapping[str, Any]) -> Jsonb:
+    return Jsonb(
+        {
+            "org_id": org_id,
+            "namespace": _namespace_text(op.namespace),
+            "item_key": op.key,
+            "fact_text": _value_text(op.value or {}),
+            **described,
+        }
+    )
+
+
+def _pending(op: PutOp) -> MemgovError:
+    return ConflictError(
+        f"item {op.key!r} of namespace {op.namespace!r} is pending approval and cannot change",
+        hint="a reviewer approves or denies it first (memgov approvals)",
+    )
+
+
+def _first(row: Mapping[str, Any] | None) -> Decision | None:
+    """The decision in a row's one column (memgov.remember, memgov.forget)."""
+    value = next(iter(row.values())) if row else None
+    return Decision.from_json(value) if isinstance(value, Mapping) else None
+
+
+def _check_ready(row: Mapping[str, Any] | None) -> None:
+    if row is None or not row["has_columns"]:
+        raise MemgovError("the memgov schema has no store columns: run `memgov migrate` (revision 0002 or later)")
+    if not row["may_write"]:
+        raise MemgovError("this login may not write memories: grant it memgov_writer")
+
+
+class _Common:
+    org_id: str
+    describe: Describe | None
+
+    def _init(self, org_id: str, index: Any, ttl: Any, describe: Describe | None) -> None:
+        self.org_id = check_tenant_id(org_id)
+        if index:
+            raise NotImplementedError("MemgovStore has no semantic search yet (index=): docs/langgraph.md")
+        self.index_config = None
+        self.ttl_config = ttl
+        self.describe = describe
+
+
+class MemgovStore(_Common, BaseStore):
+    """LangGraph's ``BaseStore`` on memgov, over a psycopg connection or pool (see the module)."""
+
+    supports_ttl = False
+
+    def __init__(
+        self,
+        conn: psycopg.Connection[Any] | ConnectionPool[Any],
+        *,
+        org_id: str,
+        index: Any = None,
+        ttl: Any = None,
+        describe: Describe | None = None,
+    ) -> None:
+        """A store in tenant ``org_id`` over ``conn`` (a connection or a pool)."""
+        super().__init__()
+        self._init(org_id, index, ttl, describe)
+        self.conn = conn
+        self.lock = threading.Lock()
+
+    @classmethod
+    @contextmanager
+    def from_conn_string(
+        cls,
+        conn_string: str,
+        *,
+        org_id: str,
+        index: Any = None,
+        ttl: Any = None,
+        pipeline: bool = False,
+        pool_config: Mapping[str, Any] | None = None,
+        describe: Describe | None = None,
+    ) -> Iterator[MemgovStore]:
+        """A store on a new connection (a pool with ``pool_config``), closed at the block's end.
+        ``pipeline`` is accepted for PostgresStore's signature: every batch is a transaction."""
+        check_tenant_id(org_id)
+        if pool_config is not None:
+            pc = dict(pool_config)
+            with ConnectionPool(
+                conn_string,
+                min_size=pc.pop("min_size", 1),
+                max_size=pc.pop("max_size", None),
+                kwargs={"autocommit": True, **(pc.pop("kwargs", None) or {})},
+                **pc,
+            ) as pool:
+                yield cls(pool, org_id=org_id, index=index, ttl=ttl, describe=describe)
+        else:
+            with psycopg.Connection.connect(conn_string, autocommit=True) as conn:
+                yield cls(conn, org_id=org_id, index=index, ttl=ttl, describe=describe)
+
+    @contextmanager
+    def _transaction(self) -> Iterator[psycopg.Cursor[Any]]:
+        try:
+            if isinstance(self.conn, ConnectionPool):
+                with self.conn.connection() as conn, conn.transaction():
+                    cur = conn.cursor(row_factory=dict_row)
+                    cur.execute(query("set_tenant"), {"org_id": self.org_id})
+                    yield cur
+            else:
+                with self.lock, self.conn.transaction():
+                    cur = self.conn.cursor(row_factory=dict_row)
+                    cur.execute(query("set_tenant"), {"org_id": self.org_id})
+                    yield cur
+        except psycopg.Error as exc:
+            raise _translate(exc) from exc
+
+    def setup(self) -> None:
+        """Check that the schema has the store's columns and the login may write: creates
+        nothing (``memgov migrate`` owns the schema), so it needs no superuser; idempotent."""
+        with self._transaction() as cur:
+            _check_ready(cur.execute(query("store_ready")).fetchone())
+
+    def start_ttl_sweeper(self, sweep_interval_minutes: int | None = None) -> Any:
+        """Not supported yet: docs/langgraph.md."""
+        raise NotImplementedError("MemgovStore has no TTL yet: docs/langgraph.md")
+
+    def stop_ttl_sweeper(self, timeout: float | None = None) -> bool:
+        """Nothing to stop: there is no sweeper."""
+        return True
+
+    def batch(self, ops: Iterable[Op]) -> list[Result]:
+        """Run ``ops`` (reads in one transaction, each put in its own); results in order."""
+        ordered, count = _group(ops)
+        results: list[Result] = [None] * count
+        reads = [(i, op) for i, op in ordered if not isinstance(op, PutOp)]
+        if reads:
+            with self._transaction() as cur:
+                for idx, op in reads:
+                    results[idx] = self._read(cur, op)
+        for _, put in ordered:
+            if isinstance(put, PutOp):
+                self._put(put)
+        return results
+
+    def _read(self, cur: psycopg.Cursor[Any], op: Op) -> Result:
+        if isinstance(op, GetOp):
+            params = {"org_id": self.org_id, "namespace": _namespace_text(op.namespace), "keys": [op.key]}
+            rows = cur.execute(query("store_get"), params).fetchall()
+            return _item(op.namespace, rows[0]) if rows else None
+        if isinstance(op, SearchOp):
+            return [_search_item(r) for r in cur.execute(query("store_search"), _search_params(self.org_id, op))]
+        assert isinstance(op, ListNamespacesOp)
+        rows = cur.execute(query("store_list_namespaces"), _list_params(self.org_id, op)).fetchall()
+        return [tuple(r["namespace"].split(".")) for r in rows]
+
+    def _put_once(self, op: PutOp) -> Decision | None:
+        ns = _namespace_text(op.namespace)
+        decision: Decision | None = None
+        with self._transaction() as cur:
+            found = cur.execute(query("store_find"), {"org_id": self.org_id, "namespace": ns, "key": op.key})
+            row = found.fetchone()
+            if op.value is None:
+                if row is not None:
+                    got = cur.execute(query("forget"), {"memory_id": row["memory_id"]}).fetchone()
+                    decision = _first(got)
+            elif row is None:
+                described = _describe(self.describe, op.namespace, op.key, op.value)
+                got = cur.execute(query("remember"), {"item": _remember_item(self.org_id, op, described)}).fetchone()
+                decision = _first(got)
+            else:
+                described = _describe(self.describe, op.namespace, op.key, op.value)
+                cur.execute(query("store_capture"))
+                params = {
+                    "org_id": self.org_id,
+                    "memory_id": row["memory_id"],
+                    "fact_text": _value_text(op.value),
+                    **described,
+                }
+                cur.execute(query("store_update"), params)
+                got = cur.execute(query("store_last_outcome")).fetchone()
+                if got and got["decision"] is not None:
+                    decision = Decision.from_json(got["decision"])
+        return decision
+
+    def _put(self, op: PutOp) -> None:
+        for attempt in (1, 2):
+            try:
+                decision = self._put_once(op)
+                break
+            except MemgovError as exc:
+                if isinstance(exc.__cause__, psycopg.errors.UniqueViolation):
+                    if attempt == 1:
+                        continue  # another put of the key committed first: now an update
+                    raise _pending(op) from exc.__cause__
+                if isinstance(exc, NotFoundError) and op.value is None:
+                    return  # another delete forgot it first
+                raise
+        if decision is not None:  # after the commit: a denial's log row stays
+            decision.raise_for()
+
+    async def abatch(self, ops: Iterable[Op]) -> list[Result]:
+        """:meth:`batch` in a worker thread."""
+        return await asyncio.get_running_loop().run_in_executor(None, self.batch, list(ops))
+
+
+class AsyncMemgovStore(_Common, BaseStore):
+    """:class:`MemgovStore` for asyncio, over an async connection or pool."""
+
+    supports_ttl = False
+
+    def __init__(
+        self,
+        conn: psycopg.AsyncConnection[Any] | AsyncConnectionPool[Any],
+        *,
+        org_id: str,
+        index: Any = None,
+        ttl: Any = None,
+        describe: Describe | None = None,
+    ) -> None:
+        """A store in tenant ``org_id`` over ``conn`` (an async connection or pool)."""
+        super().__init__()
+        self._init(org_id, index, ttl, describe)
+        self.conn = conn
+        self.lock = asyncio.Lock()
+        self.loop = asyncio.get_running_loop()
+
+    @classmethod
+    @asynccontextmanager
+    async def from_conn_string(
+        cls,
+        conn_string: str,
+        *,
+        org_id: str,
+        index: Any = None,
+        ttl: Any = None,
+        pipeline: bool = False,
+        pool_config: Mapping[str, Any] | None = None,
+        describe: Describe | None = None,
+    ) -> AsyncIterator[AsyncMemgovStore]:
+        """Like :meth:`MemgovStore.from_conn_string`, for asyncio."""
+        check_tenant_id(org_id)
+        if pool_config is not None:
+            pc = dict(pool_config)
+            async with AsyncConnectionPool(
+                conn_string,
+                min_size=pc.pop("min_size", 1),
+                max_size=pc.pop("max_size", None),
+                kwargs={"autocommit": True, **(pc.pop("kwargs", None) or {})},
+                open=False,
+                **pc,
+            ) as pool:
+                yield cls(pool, org_id=org_id, index=index, ttl=ttl, describe=describe)
+        else:
+            async with await psycopg.AsyncConnection.connect(conn_string, autocommit=True) as conn:
+                yield cls(conn, org_id=org_id, index=index, ttl=ttl, describe=describe)
+
+    @asynccontextmanager
+    async def _transaction(self) -> AsyncIterator[psycopg.AsyncCursor[Any]]:
+        try:
+            if isinstance(self.conn, AsyncConnectionPool):
+                async with self.conn.connection() as conn, conn.transaction():
+                    cur = conn.cursor(row_factory=dict_row)
+                    await cur.execute(query("set_tenant"), {"org_id": self.org_id})
+                    yield cur
+            else:
+                async with self.lock, self.conn.transaction():
+                    cur = self.conn.cursor(row_factory=dict_row)
+                    await cur.execute(query("set_tenant"), {"org_id": self.org_id})
+                    yield cur
+        except psycopg.Error as exc:
+            raise _translate(exc) from exc
+
+    async def setup(self) -> None:
+        """Like :meth:`MemgovStore.setup`."""
+        async with self._transaction() as cur:
+            await cur.execute(query("store_ready"))
+            _check_ready(await cur.fetchone())
+
+    async def start_ttl_sweeper(self, sweep_interval_minutes: int | None = None) -> Any:
+        """Not supported yet: docs/langgraph.md."""
+        raise NotImplementedError("AsyncMemgovStore has no TTL yet: docs/langgraph.md")
+
+    async def stop_ttl_sweeper(self, timeout: float | None = None) -> bool:
+        """Nothing to stop: there is no sweeper."""
+        return True
+
+    async def abatch(self, ops: Iterable[Op]) -> list[Result]:
+        """Like :meth:`MemgovStore.batch`."""
+        ordered, count = _group(ops)
+        results: list[Result] = [None] * count
+        reads = [(i, op) for i, op in ordered if not isinstance(op, PutOp)]
+        if reads:
+            async with self._transaction() as cur:
+                for idx, op in reads:
+                    results[idx] = await self._read(cur, op)
+        for _, put in ordered:
+            if isinstance(put, PutOp):
+                await self._put(put)
+        return results
+
+    async def _read(self, cur: psycopg.AsyncCursor[Any], op: Op) -> Result:
+        if isinstance(op, GetOp):
+            params = {"org_id": self.org_id, "namespace": _namespace_text(op.namespace), "keys": [op.key]}
+            await cur.execute(query("store_get"), params)
+            rows = await cur.fetchall()
+            return _item(op.namespace, rows[0]) if rows else None
+        if isinstance(op, SearchOp):
+            await cur.execute(query("store_search"), _search_params(self.org_id, op))
+            return [_search_item(r) for r in await cur.fetchall()]
+        assert isinstance(op, ListNamespacesOp)
+        await cur.execute(query("store_list_namespaces"), _list_params(self.org_id, op))
+        return [tuple(r["namespace"].split(".")) for r in await cur.fetchall()]
+
+    async def _put_once(self, op: PutOp) -> Decision | None:
+        ns = _namespace_text(op.namespace)
+        decision: Decision | None = None
+        async with self._transaction() as cur:
+            await cur.execute(query("store_find"), {"org_id": self.org_id, "namespace": ns, "key": op.key})
+            row = await cur.fetchone()
+            if op.value is None:
+                if row is not None:
+                    await cur.execute(query("forget"), {"memory_id": row["memory_id"]})
+                    got = await cur.fetchone()
+                    decision = _first(got)
+            elif row is None:
+                described = _describe(self.describe, op.namespace, op.key, op.value)
+                await cur.execute(query("remember"), {"item": _remember_item(self.org_id, op, described)})
+                got = await cur.fetchone()
+                decision = _first(got)
+            else:
+                described = _describe(self.describe, op.namespace, op.key, op.value)
+                await cur.execute(query("store_capture"))
+                params = {
+                    "org_id": self.org_id,
+                    "memory_id": row["memory_id"],
+                    "fact_text": _value_text(op.value),
+                    **described,
+                }
+                await cur.execute(query("store_update"), params)
+                await cur.execute(query("store_last_outcome"))
+                got = await cur.fetchone()
+                if got and got["decision"] is not None:
+                    decision = Decision.from_json(got["decision"])
+        return decision
+
+    async def _put(self, op: PutOp) -> None:
+        for attempt in (1, 2):
+            try:
+                decision = await self._put_once(op)
+                break
+            except MemgovError as exc:
+                if isinstance(exc.__cause__, psycopg.errors.UniqueViolation):
+                    if attempt == 1:
+                        continue  # another put of the key committed first: now an update
+                    raise _pending(op) from exc.__cause__
+                if isinstance(exc, NotFoundError) and op.value is None:
+                    return  # another delete forgot it first
+                raise
+        if decision is not None:  # after the commit: a denial's log row stays
+            decision.raise_for()
+
+    def batch(self, ops: Iterable[Op]) -> list[Result]:
+        """:meth:`abatch` on the store's event loop, from another thread."""
+        try:
+            if asyncio.get_running_loop() is self.loop:
+                raise asyncio.InvalidStateError(
+                    "synchronous calls to AsyncMemgovStore are for other threads: use the a-methods (aget, aput ...)"
+                )
+        except RuntimeError:
+            pass
+        return asyncio.run_coroutine_threadsafe(self.abatch(ops), self.loop).result()
