@@ -74,24 +74,32 @@ def test_doctors_allow_lists_are_the_description():
     assert set(doctor.REVIEWER_API) == public | {f.signature for f in CLIENT_FUNCTIONS}
 
 
-def function_table() -> dict[str, str]:
-    """docs/reference.md's function table: the roles cell of each function a row names."""
+def function_table() -> dict[str, tuple[str, str, str]]:
+    """docs/reference.md's function table: for each function a row names, the arguments it
+    shows ("…": left out), the result after "→" ("": none shown) and the roles cell."""
     text = (DOCS / "reference.md").read_text()
     section = text.split("\n## Functions\n", 1)[1].split("\n## ", 1)[0]
-    rows: dict[str, str] = {}
+    rows: dict[str, tuple[str, str, str]] = {}
     for line in section.splitlines():
         if line.startswith("| `"):
-            cells = [c.strip() for c in line.strip("|").split(" | ")]
-            for name in re.findall(r"`(?:PROCEDURE )?(\w+)\(", cells[0]):
-                rows[name] = cells[1]
+            function, roles = (c.strip() for c in line.strip("|").split(" | ")[:2])
+            result = function.split("→", 1)[1] if "→" in function else ""
+            for name, args in re.findall(r"`(?:PROCEDURE )?(\w+)\(([^)]*)\)", function):
+                rows[name] = (args, re.sub(r"[`\s]|memgov\.", "", result), roles)
     return rows
 
 
 @pytest.mark.parametrize("f", CLIENT_FUNCTIONS, ids=ids(CLIENT_FUNCTIONS))
-def test_the_reference_lists_it_with_its_roles(f):
+def test_the_reference_lists_it_as_described(f):
     rows = function_table()
     assert f.name in rows, f"docs/reference.md's function table lacks memgov.{f.name}"
-    assert rows[f.name] == ", ".join(SHORT[r] for r in f.roles)
+    args, result, roles = rows[f.name]
+    assert roles == ", ".join(SHORT[r] for r in f.roles)
+    if args != "…":
+        shown = [a.split(" DEFAULT ")[0] for a in args.split(", ") if a]
+        assert shown == [f"{a.name} {a.type.removeprefix('memgov.')}" for a in f.args]
+    if result:
+        assert result == re.sub(r"\s|memgov\.", "", f.result)
 
 
 def test_the_errors_are_documented_sqlstates():
