@@ -92,7 +92,7 @@ _TENANT: Final = (Arg("p_org_id", "text"),)
 
 _IN_PYTHON: Final = (
     "Python has it already: an engine's tenant is its org_id (for_tenant()), a session's is set_tenant()'s, "
-    "and memgov_pg.tenants.check_tenant_id checks one"
+    "and both check a tenant id (check_tenant_id) before they connect"
 )
 _RLS: Final = "row level security's read test"
 _SESSION_TENANT: Final = "session_tenant(), inlined into its callers' queries,"

@@ -15,8 +15,9 @@ warning (``--fail-on error``: on errors only) and never on info.
 
 The clients are PUBLIC, memgov_writer, memgov_reviewer and the login roles in
 them that are neither superusers nor members of memgov_admin / memgov_owner.
-What each of them may EXECUTE is the public API below; every other function in
-schema memgov is engine-private.
+What each of them may EXECUTE is the public API below (the detectors, and the client
+functions described in memgov_pg/api.py); every other function in schema memgov is
+engine-private.
 """
 
 from __future__ import annotations
