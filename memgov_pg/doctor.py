@@ -15,8 +15,9 @@ warning (``--fail-on error``: on errors only) and never on info.
 
 The clients are PUBLIC, memgov_writer, memgov_reviewer and the login roles in
 them that are neither superusers nor members of memgov_admin / memgov_owner.
-What each of them may EXECUTE is the public API below; every other function in
-schema memgov is engine-private.
+What each of them may EXECUTE is the public API below (the detectors, and the client
+functions described in memgov_pg/api.py); every other function in schema memgov is
+engine-private.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from typing import Any, Final
 import psycopg
 from psycopg import sql
 
+from .api import CLIENT_FUNCTIONS, WRITER, signatures
 from .db import connect
 from .errors import MemgovError
 from .resources import query
@@ -62,46 +64,12 @@ PUBLIC_API: Final[tuple[str, ...]] = (
     "memgov.risk_assessment(text,boolean,boolean,text,text,text,jsonb)",
     "memgov.risk_assessment(text,text,text,text,text,jsonb)",
 )
-#: What a writer calls besides: the write path (remember, forget, forget_where, and
-#: INSERT/UPDATE on the governed table, whose trigger decides), the dry runs, and its own tenant.
-WRITER_API: Final[tuple[str, ...]] = (
-    *PUBLIC_API,
-    "memgov.remember(jsonb)",
-    "memgov.forget(uuid)",
-    "memgov.forget_where(jsonb,boolean)",
-    "memgov.evaluate(jsonb,text)",
-    "memgov.explain(jsonb,text)",
-    "memgov.apply_retention(uuid)",
-    "memgov.session_tenant()",
-    # session_tenant() is inlined into its callers' queries: what it calls runs as them
-    "memgov.binding_on()",
-    "memgov.login_bound_to(text)",
-    "memgov.approval_channel()",
-    "memgov.is_tenant_id(text)",
-    # remember() runs with its caller's rights and builds its row with it
-    "memgov.item_from_json(jsonb)",
-    # governed reads (docs/recall.md), and what row level security's read test calls as them
-    "memgov.search(jsonb)",
-    "memgov.get(uuid)",
-    "memgov.readable(text,text,memgov.long_term_memory_items)",
-    "memgov.reads_governed(text)",
-    "memgov.get_allowed(memgov.long_term_memory_items)",
-    "memgov.written_here(memgov.long_term_memory_items)",
-    # the end of a bulk statement lists its shared decisions' memories as the statement's role;
-    # what it is handed it checks against the log and the rows themselves
-    "memgov.list_shared(memgov.shared_decision[])",
-)
-#: What a reviewer calls besides: decide requests, give feedback, resolve quarantine.
-REVIEWER_API: Final[tuple[str, ...]] = (
-    *WRITER_API,
-    "memgov.approve(uuid,text)",
-    "memgov.deny(uuid,text)",
-    "memgov.confirm(uuid)",
-    "memgov.reject(uuid)",
-    "memgov.edit(uuid,text)",
-    "memgov.release_quarantine(uuid)",
-    "memgov.purge_quarantine(uuid)",
-)
+#: What a writer calls besides (the write path, the dry runs, governed reads, its own tenant,
+#: what row level security calls as it) and what a reviewer calls: the client functions granted
+#: to each role (memgov_pg/api.py, the one description of the client API). A reviewer's list
+#: holds the writer's too: one login may be in both roles.
+WRITER_API: Final[tuple[str, ...]] = (*PUBLIC_API, *signatures(WRITER))
+REVIEWER_API: Final[tuple[str, ...]] = (*PUBLIC_API, *(f.signature for f in CLIENT_FUNCTIONS))
 
 ENGINE_OWNERS: Final = ("memgov_owner", "memgov_policy", "memgov_settings_reader")
 #: memgov_settings_reader holds pg_read_all_settings for this one function, and owns nothing else

@@ -212,6 +212,12 @@ class MemoryPolicyEngine:
         params = {"item": _item(item, _tenant(self.org_id)), "operation": operation}
         return Decision.from_json(_mapping(await self._one("evaluate", params)))
 
+    async def explain(self, item: Item, operation: str = "remember") -> dict[str, Any]:
+        """The decision of :meth:`evaluate` as JSON, with ``rules``: for every enabled write rule
+        whether it matched and the first condition that failed (``memgov evaluate --explain``)."""
+        params = {"item": _item(item, _tenant(self.org_id)), "operation": operation}
+        return dict(_mapping(await self._one("explain", params)))
+
     async def should_store_in_long_term(self, item: Item) -> bool:
         """True when the policy would store ``item`` right away."""
         return (await self.evaluate(item)).action == "allow"
@@ -408,6 +414,11 @@ class SyncMemoryPolicyEngine:
         ``org_id`` is in the engine's tenant."""
         params = {"item": _item(item, _tenant(self.org_id)), "operation": operation}
         return Decision.from_json(_mapping(self._one("evaluate", params)))
+
+    def explain(self, item: Item, operation: str = "remember") -> dict[str, Any]:
+        """:meth:`evaluate` with every rule's outcome (see :meth:`MemoryPolicyEngine.explain`)."""
+        params = {"item": _item(item, _tenant(self.org_id)), "operation": operation}
+        return dict(_mapping(self._one("explain", params)))
 
     def should_store_in_long_term(self, item: Item) -> bool:
         """True when the policy would store ``item`` right away."""

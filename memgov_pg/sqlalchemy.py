@@ -17,7 +17,8 @@
   ``"memgov_pg"``; with ``org_id`` every connection acts in that tenant.
 * :func:`set_tenant` sets the tenant of one session: ``set_config('memgov.org_id',
   …, true)`` in its current transaction and again at the start of each later one.
-* ``memgov_remember(item)``, ``memgov_forget(memory_id)``, … are ``SELECT memgov.x(…)``
+* ``memgov_remember(item)``, ``memgov_forget(memory_id)``, … (one per client function of
+  :mod:`memgov_pg.api`) are ``SELECT memgov.x(…)``
   statements whose one column is typed: ``session.scalar(stmt)`` returns a
   :class:`Decision`, :class:`ReviewResult`, :class:`FeedbackResult` or
   :class:`QuarantineResult`. A held or quarantined write through them is a
@@ -116,6 +117,10 @@ def item_json(item: MemoryItem | Mapping[str, Any]) -> dict[str, Any]:
     return {k: _json_value(v) for k, v in values.items()}
 
 
+def _json_item(item: MemoryItem | Mapping[str, Any]) -> Any:
+    return bindparam(None, item_json(item), type_=JSONB)
+
+
 def _id(value: uuid.UUID | str) -> Any:
     return bindparam(None, uuid.UUID(str(value)), type_=Uuid)
 
@@ -128,7 +133,19 @@ def memgov_remember(item: MemoryItem | Mapping[str, Any]) -> Select[Decision]:
     """``SELECT memgov.remember(item)``: a governed INSERT that returns the :class:`Decision`
     (a denial is logged and returned, not raised). ``item``: a transient MemoryItem (it is
     not added to the session) or a mapping of the writer's columns."""
-    return _call("remember", Decision.from_json, bindparam(None, item_json(item), type_=JSONB))
+    return _call("remember", Decision.from_json, _json_item(item))
+
+
+def memgov_evaluate(item: MemoryItem | Mapping[str, Any], operation: str = "remember") -> Select[Decision]:
+    """``SELECT memgov.evaluate(item, operation)``: the :class:`Decision` the active policy takes
+    on ``item`` (a dry run: nothing written, nothing logged)."""
+    return _call("evaluate", Decision.from_json, _json_item(item), bindparam(None, operation, type_=Text))
+
+
+def memgov_explain(item: MemoryItem | Mapping[str, Any], operation: str = "remember") -> Select[dict[str, Any]]:
+    """``SELECT memgov.explain(item, operation)``: the dry run's decision as JSON, with ``rules``:
+    for every enabled write rule whether it matched and the first condition that failed."""
+    return _call("explain", dict, _json_item(item), bindparam(None, operation, type_=Text))
 
 
 def memgov_forget(memory_id: uuid.UUID | str) -> Select[Decision]:
@@ -142,6 +159,12 @@ def memgov_forget_where(where: Mapping[str, Any], *, dry_run: bool = False) -> S
     ``session_id``; ``categories``, ``created_before``, ``created_after``), each decided as a
     forget; returns the counts ``{forgotten, held, denied, pending, dry_run}``."""
     return _call("forget_where", dict, bindparam(None, _json_value(where), type_=JSONB), bindparam(None, dry_run))
+
+
+def memgov_apply_retention(memory_id: uuid.UUID | str) -> Select[dict[str, Any]]:
+    """``SELECT memgov.apply_retention(memory_id)``: the sweep's rules applied to one memory now;
+    returns ``{memory_id, deleted, reason, rule_id}``."""
+    return _call("apply_retention", dict, _id(memory_id))
 
 
 def memgov_confirm(memory_id: uuid.UUID | str) -> Select[FeedbackResult]:
@@ -365,10 +388,13 @@ __all__ = [
     "get",
     "install",
     "item_json",
+    "memgov_apply_retention",
     "memgov_approve",
     "memgov_confirm",
     "memgov_deny",
     "memgov_edit",
+    "memgov_evaluate",
+    "memgov_explain",
     "memgov_forget",
     "memgov_forget_where",
     "memgov_get",

@@ -119,6 +119,30 @@ def test_dry_runs_without_org_id_are_decided_by_the_engines_tenants_policy(write
     assert asyncio.run(scenario()) == ("deny", False, True)
 
 
+def test_explain_is_the_dry_run_with_every_rules_outcome(writer_dsn, db_conn):
+    """memgov.explain through both engines, as a writer login: the decision, and for every write
+    rule of the tenant's policy whether it matched; nothing logged, nothing stored."""
+    logged = db_conn.execute("SELECT count(*) FROM memgov.decision_log").fetchone()
+    with SyncMemoryPolicyEngine.connect(writer_dsn, org_id=STRICT) as engine:
+        explained = engine.explain(item())
+    assert (explained["action"], explained["matched_rule_ids"], explained["policy_version"]) == (
+        "deny", ["no-user-facts"], "1.0.0-strict",
+    )  # fmt: skip
+    assert {r["rule_id"]: r["matched"] for r in explained["rules"]} == {
+        "no-user-facts": True,
+        "hold-preferences": False,
+    }
+
+    async def scenario() -> dict[str, Any]:
+        async with await MemoryPolicyEngine.connect(writer_dsn, org_id=STRICT) as engine:
+            return await engine.explain(item(category="preference"), "update")
+
+    held = asyncio.run(scenario())
+    assert held["action"] == "require_approval" and held["matched_rule_ids"] == ["hold-preferences"]
+    assert db_conn.execute("SELECT count(*) FROM memgov.decision_log").fetchone() == logged
+    assert rows_of(db_conn, STRICT) == []
+
+
 def test_an_item_that_is_not_a_mapping_is_a_type_error_before_the_database(writer_dsn):
     with SyncMemoryPolicyEngine.connect(writer_dsn, org_id=ORG) as engine:
         for bad in ("Works on Atlas", [("category", "user_fact")], None):

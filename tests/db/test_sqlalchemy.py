@@ -35,10 +35,13 @@ from memgov_pg.sqlalchemy import (
     execute,
     get,
     install,
+    memgov_apply_retention,
     memgov_approve,
     memgov_confirm,
     memgov_deny,
     memgov_edit,
+    memgov_evaluate,
+    memgov_explain,
     memgov_forget,
     memgov_forget_where,
     memgov_purge_quarantine,
@@ -202,6 +205,33 @@ def test_forget_where_returns_the_counts(writer: Engine, su: psycopg.Connection[
         w.commit()
     counts = {"forgotten": 2, "held": 0, "denied": 0, "pending": 1}
     assert dry == counts | {"dry_run": True} and done == counts | {"dry_run": False}
+    assert count(su, "long_term_memory_items") == 1
+
+
+def test_the_dry_runs_and_apply_retention(writer: Engine, reviewer: Engine, su: psycopg.Connection[Any]) -> None:
+    """memgov_evaluate / memgov_explain decide and write nothing; memgov_apply_retention applies the
+    sweep's rules to one memory (a fresh one is kept), for a writer and for a reviewer."""
+    logged = count(su, "decision_log")
+    with Session(writer) as w:
+        decision = w.scalar(memgov_evaluate(memory("denied")))
+        explained = w.scalar(memgov_explain(memory("held"), "update"))
+        w.commit()
+    assert isinstance(decision, Decision) and decision.action == "deny"
+    assert decision.matched_rule_ids == ("block-secrets",)
+    assert explained is not None and explained["action"] == "require_approval"
+    assert explained["matched_rule_ids"] == ["hold-uncertain-preferences"]
+    assert "hold-uncertain-preferences" in {r["rule_id"] for r in explained["rules"] if r["matched"]}
+    assert count(su, "decision_log") == logged and count(su, "long_term_memory_items") == 0
+    with Session(writer) as w:
+        stored = execute(w, memgov_remember(memory("allowed")))
+        w.commit()
+        kept = execute(w, memgov_apply_retention(stored.memory_id))
+        w.commit()
+    assert kept == {"memory_id": str(stored.memory_id), "deleted": False, "reason": None, "rule_id": None}
+    with Session(reviewer) as r:
+        assert execute(r, memgov_apply_retention(stored.memory_id))["deleted"] is False
+        with pytest.raises(NotFoundError):
+            execute(r, memgov_apply_retention(uuid.uuid4()))
     assert count(su, "long_term_memory_items") == 1
 
 
