@@ -54,6 +54,13 @@ def first_line(exc: BaseException) -> str:
     return lines[0] if lines else type(exc).__name__
 
 
+def error_message(exc: BaseException) -> str:
+    """One line for an error: a driver error's primary message, else the exception's text."""
+    if isinstance(exc, psycopg.Error):
+        return exc.diag.message_primary or first_line(exc)
+    return str(exc)
+
+
 def resolve_dsn(explicit: str | None = None) -> str:
     """``--dsn``, else ``MEMGOV_DSN``, else libpq's own environment, else the embedded cluster.
 

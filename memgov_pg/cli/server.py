@@ -114,8 +114,8 @@ def migrate(dsn: str | None, revision: str, wait: float, version_table: str | No
 def status(dsn: str | None, version_table: str | None, check: bool, as_json: bool) -> None:
     """Live policies, approvals, quarantine, the last sweep, decisions (24 h), the pg_cron job, the schema."""
     from ..errors import ConnectionFailed, MemgovError
-    from ..retention import health
-    from ..retention import status as read_status
+    from ..status import health
+    from ..status import status as read_status
 
     if not check:
         emit(read_status(resolve_dsn(dsn), version_table), as_json, _print_status)
