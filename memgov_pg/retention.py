@@ -22,6 +22,7 @@ from psycopg import errors
 from .db import connect, error_message, first_line
 from .errors import BusyError, MemgovError
 from .pgcron import SCHEDULE_GRANT, PgCronDenied, cron_connection, require_schedule
+from .probes import require_schema
 from .resources import query
 
 JOB_PREFIX = "memgov-maintenance:"
@@ -33,10 +34,6 @@ Progress = Callable[[dict[str, Any]], None]
 log = logging.getLogger("memgov_pg")
 
 
-class SchemaMissing(MemgovError):
-    """The database has no memgov schema."""
-
-
 class MaintenanceBusy(BusyError):
     """Another maintenance run holds the lease of this database: nothing was done (exit 3)."""
 
@@ -44,14 +41,6 @@ class MaintenanceBusy(BusyError):
 def job_name(database: str) -> str:
     """The pg_cron job name of a governed database."""
     return f"{JOB_PREFIX}{database}"
-
-
-def require_schema(conn: psycopg.Connection[Any]) -> None:
-    """Raise SchemaMissing unless ``conn``'s database has the memgov schema."""
-    row = conn.execute(query("memgov_schema_installed")).fetchone()
-    if not (row and row[0]):
-        database = conn.info.dbname
-        raise SchemaMissing(f"database {database} has no memgov schema: run `memgov migrate` first")
 
 
 def _jobs(cron: psycopg.Connection[Any], name: str) -> list[dict[str, Any]]:
