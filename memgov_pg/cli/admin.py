@@ -7,9 +7,9 @@ from typing import Any
 
 import click
 
-from ..db import resolve_dsn
 from ..errors import ExitCode
 from .base import ADMIN, check_tenant, cli, dsn_option, emit, json_option, needs_role, to_json
+from .dsn import resolve_dsn
 
 
 @cli.group()

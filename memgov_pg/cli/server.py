@@ -8,7 +8,6 @@ from typing import Any, NoReturn
 import click
 import psycopg
 
-from ..db import resolve_dsn
 from ..errors import CheckStatus
 from .base import (
     SUPERUSER,
@@ -22,6 +21,7 @@ from .base import (
     sql_error_line,
     to_json,
 )
+from .dsn import resolve_dsn
 
 
 @cli.command()
@@ -252,4 +252,4 @@ def demo(dsn: str | None) -> None:
     approvals, feedback and retention, printing what the database decided."""
     from ..demo import run_demo
 
-    run_demo(dsn)
+    run_demo(resolve_dsn(dsn))
