@@ -16,7 +16,8 @@ from __future__ import annotations
 from sqlalchemy import create_engine, pool
 
 from alembic import context
-from memgov_pg.db import connect, resolve_dsn
+from memgov_pg.cli.dsn import resolve_dsn
+from memgov_pg.db import connect
 from memgov_pg.migrate import MIGRATION_LOCK_SQL, VERSION_TABLE
 
 config = context.config

@@ -11,7 +11,7 @@ Holds only what changed since the revision before it: the SQL is in the
 
 from __future__ import annotations
 
-from memgov_pg.migrate import execute_revision_sql
+from memgov_pg.revision_scripts import execute_revision_sql
 
 revision = ${repr(up_revision)}
 down_revision = ${repr(down_revision)}

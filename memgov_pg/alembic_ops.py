@@ -9,7 +9,7 @@ itself) registers two operations::
 Online they run on the migration's own connection, inside its transaction: a
 later revision that fails rolls the deploy back, and a schema created earlier in
 the same run is visible. The SQL goes straight to the psycopg connection (as
-:func:`memgov_pg.migrate.execute_sql` does), so ``:`` and ``%`` in the compiled
+:func:`memgov_pg.revision_scripts.execute_sql` does), so ``:`` and ``%`` in the compiled
 PL/pgSQL bodies are never taken for bind parameters. Offline (``alembic upgrade
 --sql``) they print the statements that do the same when ``psql`` runs them: the
 compiler's ``memgov.stage_policy(...)`` call with every body as a literal (the

@@ -13,8 +13,8 @@ elsewhere shows that they did.
 
 A logical copy of the database (pg_dump / pg_restore) carries the rows' transaction ids
 into a cluster whose counter starts lower: the first new decisions would sort before the
-sealed ones and break the chain. :func:`counter_behind` finds that case (before any new
-write, or after) and :func:`counter_fix` says what to do: ``pg_resetwal --epoch``.
+sealed ones and break the chain. ``memgov_pg.probes.counter_behind`` finds that case (before any new
+write, or after) and ``counter_fix`` says what to do: ``pg_resetwal --epoch``.
 """
 
 from __future__ import annotations
@@ -23,13 +23,10 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-import psycopg
-
 from .db import connect
-from .doctor import policy_drift
 from .errors import ExitCode, MemgovError
+from .probes import SchemaMissing, counter_behind, counter_fix, policy_drift, require_schema
 from .resources import query
-from .retention import SchemaMissing, require_schema
 
 _ANCHOR = re.compile(r"([1-9][0-9]{0,17}):([0-9a-fA-F]{64})")
 
@@ -82,50 +79,6 @@ def verify(dsn: str, anchor: Anchor | None = None) -> dict[str, Any]:
     # recorded is noted beside it (None: a schema older than the comparison)
     report["policy_drift"] = drift
     return report
-
-
-def counter_behind(conn: psycopg.Connection[Any]) -> dict[str, Any] | None:
-    """The cluster's transaction counter, when it is behind the decision log, and the fix.
-
-    ``{"next_xact_id", "needed_xact_id", "epoch", "data_directory"}``: new rows would take
-    transaction ids from ``next_xact_id`` where the log needs ``needed_xact_id`` or more;
-    ``pg_resetwal --epoch=<epoch>`` on the stopped cluster moves the counter past it (the
-    epoch is the high 32 bits of a 64-bit transaction id, which the server stores nowhere
-    else). None when the counter is past the log, as on the cluster that wrote it.
-    """
-    found = conn.execute(query("xid_counter_behind")).fetchone()
-    if found is None or found[1] is None:
-        return None
-    next_xact_id, needed, datadir = int(found[0]), int(found[1]), found[2]
-    return {
-        "next_xact_id": next_xact_id,
-        "needed_xact_id": needed,
-        "epoch": ((needed - 1) >> 32) + 1,
-        "data_directory": datadir,
-    }
-
-
-def counter_problem(behind: dict[str, Any]) -> str:
-    """What is wrong with a restored copy's transaction counter."""
-    return (
-        f"this cluster's transaction counter ({behind['next_xact_id']}) is behind the decision log's "
-        f"({behind['needed_xact_id']}), as after pg_restore into another cluster: new decisions would break "
-        "the seal chain"
-    )
-
-
-def counter_remedy(behind: dict[str, Any]) -> str:
-    """The command that moves the counter past the log (on the stopped cluster)."""
-    datadir = behind.get("data_directory") or "DATADIR"
-    return (
-        f"before any write, stop the server and run `pg_resetwal --epoch={behind['epoch']} -D {datadir}` "
-        "as its OS user, then start it (docs/operations.md#restore-from-pg_dump)"
-    )
-
-
-def counter_fix(behind: dict[str, Any]) -> str:
-    """One line: what is wrong with a restored copy's transaction counter, and the command that fixes it."""
-    return f"{counter_problem(behind)}; {counter_remedy(behind)}"
 
 
 def describe_break(found: dict[str, Any]) -> str:

@@ -1,11 +1,10 @@
-"""Connections: which database a command talks to, and one-line connection errors."""
+"""Connections and one-line connection errors (which database a command means: memgov_pg.cli.dsn)."""
 
 from __future__ import annotations
 
 import logging
 import os
 import time
-from pathlib import Path
 from typing import Any
 
 import psycopg
@@ -14,17 +13,6 @@ from psycopg import conninfo, pq
 from .errors import ConnectionFailed
 
 log = logging.getLogger("memgov_pg")
-
-#: libpq's own variables that name a server; any of them set means "let libpq resolve it".
-LIBPQ_VARIABLES = ("PGHOST", "PGHOSTADDR", "PGPORT", "PGDATABASE", "PGUSER", "PGSERVICE")
-
-
-def libpq_configured() -> bool:
-    """Whether libpq's environment (PG* variables, a connection service file) names a server."""
-    if any(os.environ.get(name) for name in LIBPQ_VARIABLES):
-        return True
-    service_file = os.environ.get("PGSERVICEFILE")
-    return service_file is not None and service_file != "" and Path(service_file).is_file()
 
 
 def describe(dsn: str) -> str:
@@ -54,36 +42,11 @@ def first_line(exc: BaseException) -> str:
     return lines[0] if lines else type(exc).__name__
 
 
-def resolve_dsn(explicit: str | None = None) -> str:
-    """``--dsn``, else ``MEMGOV_DSN``, else libpq's own environment, else the embedded cluster.
-
-    ``explicit`` is the command's ``--dsn``, else the group's (``memgov --dsn X COMMAND``):
-    the command line hands whichever was given (memgov_pg.cli.base).
-
-    libpq's own: any of ``PGHOST``, ``PGHOSTADDR``, ``PGPORT``, ``PGDATABASE``,
-    ``PGUSER``, ``PGSERVICE`` set, or ``PGSERVICEFILE`` naming an existing file.
-    The DSN is then empty and libpq resolves it (variables, service file,
-    ``~/.pgpass``) as psql would.
-    """
-    if explicit:
-        log.debug("database from --dsn")
-        return explicit
-    if env := os.environ.get("MEMGOV_DSN"):
-        log.debug("database from MEMGOV_DSN")
-        return env
-    if libpq_configured():
-        log.debug("database from libpq's environment (PG* variables or a service file)")
-        return ""
-    from .cluster import EmbeddedCluster
-
-    embedded = EmbeddedCluster()
-    if dsn := embedded.dsn():
-        log.debug("database: the embedded cluster")
-        return dsn
-    raise ConnectionFailed(
-        "no database given: pass --dsn, set MEMGOV_DSN or libpq's PGHOST/PGDATABASE/PGSERVICE, "
-        "or start the embedded cluster with `memgov up`"
-    )
+def error_message(exc: BaseException) -> str:
+    """One line for an error: a driver error's primary message, else the exception's text."""
+    if isinstance(exc, psycopg.Error):
+        return exc.diag.message_primary or first_line(exc)
+    return str(exc)
 
 
 def connect(dsn: str, **kwargs: Any) -> psycopg.Connection[Any]:

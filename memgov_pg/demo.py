@@ -24,7 +24,7 @@ from rich.console import Console
 from rich.table import Table
 
 from . import shadow
-from .db import connect, resolve_dsn
+from .db import connect
 from .deploy import deploy, rollback
 from .migrate import upgrade
 from .resources import query
@@ -193,10 +193,12 @@ def play_shadow(conn: psycopg.Connection[Any], target: str, default: Path, activ
     return steps
 
 
-def run_demo(dsn: str | None) -> None:
-    """Migrate, deploy policies/default.yaml, reset the demo tenant, play the story and print it."""
+def run_demo(target: str) -> None:
+    """Migrate, deploy policies/default.yaml, reset the demo tenant, play the story and print it.
+
+    ``target`` is the DSN the command line resolved (memgov_pg.cli.dsn).
+    """
     console = Console()
-    target = resolve_dsn(dsn)
     before, after = upgrade(target)
     console.print(f"[bold]memgov schema[/] {before or 'nothing'} → {after}")
     result = deploy(target, default_policy())

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -16,7 +14,7 @@ from psycopg.pq import TransactionStatus
 from psycopg.types.json import Jsonb
 
 from .compiler import CompiledPolicy, compile_policy
-from .db import connect, first_line, resolve_dsn
+from .db import connect, first_line
 from .errors import MemgovError
 from .policy import MAX_REGEX_COMPILE_MS, Policy, PolicyError, RegexChecker, load_policy, regex_compile_problem
 from .resources import query, shipped_policy, shipped_policy_names
@@ -86,28 +84,15 @@ def load(path: str | Path, conn: psycopg.Connection[Any] | None = None) -> Polic
     return load_policy(read_policy(path), filename=str(path), regex_checker=checker)
 
 
-@contextmanager
-def optional_connection(dsn: str | None) -> Iterator[psycopg.Connection[Any] | None]:
-    """A connection when a database is configured (--dsn, MEMGOV_DSN, `memgov up`), else None."""
-    try:
-        target = resolve_dsn(dsn)
-    except MemgovError:
-        if dsn:
-            raise
-        yield None
-        return
-    with connect(target) as conn:
-        yield conn
-
-
-def compile_file(path: str | Path, tenant: str | None = None, dsn: str | None = None) -> CompiledPolicy:
+def compile_file(
+    path: str | Path, tenant: str | None = None, conn: psycopg.Connection[Any] | None = None
+) -> CompiledPolicy:
     """Load, validate and compile a policy file for ``tenant`` (the global scope without one).
 
-    Regexes are checked by PostgreSQL when a database is configured, otherwise offline.
+    Regexes are checked by PostgreSQL when ``conn`` is given, otherwise offline.
     """
     org_id = scope_of(tenant)
-    with optional_connection(dsn) as conn:
-        return compile_policy(load(path, conn), org_id)
+    return compile_policy(load(path, conn), org_id)
 
 
 @dataclass(frozen=True)

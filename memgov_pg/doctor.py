@@ -33,6 +33,7 @@ from psycopg import sql
 from .api import CLIENT_FUNCTIONS, WRITER, signatures
 from .db import connect
 from .errors import MemgovError
+from .probes import counter_behind, counter_problem, counter_remedy, policy_drift
 from .resources import query
 
 ERROR: Final = "error"
@@ -247,16 +248,6 @@ def _is_compiled_policy(signature: str) -> bool:
     base = name.removesuffix("_explain").removesuffix("_retention")
     digest = base.removeprefix("policy_")
     return base.startswith("policy_") and len(digest) == 16 and all(c in "0123456789abcdef" for c in digest)
-
-
-def policy_drift(conn: psycopg.Connection[Any]) -> list[dict[str, Any]] | None:
-    """The deployed policy functions (and ``memgov.decide``) whose live code is not what
-    their deploy recorded (``memgov.policy_drift()``): ``org_id``, ``version``,
-    ``function_name``, ``problem`` each; None when the schema predates the check."""
-    installed = conn.execute(query("policy_drift_installed")).fetchone()
-    if not (installed and installed[0]):
-        return None
-    return _rows(conn, "policy_drift")
 
 
 def _literal(text: str) -> str:
@@ -596,8 +587,6 @@ def check_monitoring(conn: psycopg.Connection[Any]) -> Iterator[Finding]:
 
 def check_xid_counter(conn: psycopg.Connection[Any]) -> Iterator[Finding]:
     """A logical copy (pg_restore into another cluster) whose transaction counter is behind the seals."""
-    from .audit import counter_behind, counter_problem, counter_remedy
-
     try:
         behind = counter_behind(conn)
     except (psycopg.errors.UndefinedTable, psycopg.errors.UndefinedColumn):

@@ -1,4 +1,4 @@
-"""Tenant ids, and tenant binding (``memgov tenant grant|revoke|list``).
+"""Tenant ids: the one rule every tenant id follows, and the global scope ``'*'``.
 
 A tenant id (``org_id``) is what one rule says, here and in SQL
 (``memgov.is_tenant_id``): 1 to 63 ASCII letters, digits, ``.``, ``_``, ``:``
@@ -9,17 +9,17 @@ passes ``allow_global=True``.
 Every Python path that takes a tenant id from outside (the CLI, the compiler,
 deploy and rollback, policy YAML) goes through :func:`check_tenant_id`, so no
 tenant id reaches SQL text, an SQL comment or a function name unchecked.
+
+This module needs no database (the policy reader imports it); binding roles to
+tenants (``memgov tenant grant|revoke|list``) is memgov_pg.tenant_grants.
 """
 
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Any, Final
+from typing import Final
 
 from .errors import ExitCode, MemgovError
-
-if TYPE_CHECKING:  # the validation needs no database driver: the policy reader imports this module
-    import psycopg
 
 #: The rule, as the SQL function memgov.is_tenant_id writes it.
 TENANT_ID_PATTERN: Final = r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,62}$"
@@ -72,63 +72,3 @@ def scope_text(org_id: str) -> str:
     """'the global policy' or 'tenant <id>', for messages and SQL comments (the id checked)."""
     checked = check_tenant_id(org_id, allow_global=True)
     return "the global policy" if checked == GLOBAL else f"tenant {checked}"
-
-
-# -- tenant binding ----------------------------------------------------------------
-
-
-def _binding_error(exc: psycopg.Error, what: str) -> MemgovError:
-    from psycopg import errors
-
-    message = (exc.diag.message_primary or str(exc)).replace("\n", " ")
-    if isinstance(exc, errors.InsufficientPrivilege):
-        return MemgovError(f"{what}: {message} (binding tenants takes a member of memgov_admin)")
-    if isinstance(exc, errors.UndefinedObject):
-        return MemgovError(f"{what}: {message} (create the role first, or check its name)")
-    if isinstance(exc, errors.UndefinedFunction | errors.UndefinedTable):
-        return MemgovError(f"{what}: this database's memgov schema has no tenant binding: run `memgov migrate`")
-    return MemgovError(f"{what}: {message} [{exc.sqlstate}]")
-
-
-def _call(dsn: str, name: str, role: str, org_id: str, what: str) -> dict[str, Any]:
-    import psycopg
-
-    from .db import connect
-    from .resources import query
-
-    org_id = check_tenant_id(org_id)
-    with connect(dsn) as conn:
-        try:
-            row = conn.execute(query(name), {"role": role, "org_id": org_id}).fetchone()
-            conn.commit()
-        except psycopg.Error as exc:
-            raise _binding_error(exc, what) from None
-    assert row is not None
-    result = row[0]
-    return dict(result) if isinstance(result, dict) else {"role": role, "org_id": org_id, "result": result}
-
-
-def grant(dsn: str, role: str, org_id: str) -> dict[str, Any]:
-    """Bind ``role`` (and the logins in it) to tenant ``org_id``: memgov.grant_tenant."""
-    return _call(dsn, "tenant_grant", role, org_id, f"cannot bind {role} to tenant {org_id}")
-
-
-def revoke(dsn: str, role: str, org_id: str) -> dict[str, Any]:
-    """Remove one tenant from ``role``'s binding: memgov.revoke_tenant."""
-    return _call(dsn, "tenant_revoke", role, org_id, f"cannot unbind {role} from tenant {org_id}")
-
-
-def list_grants(dsn: str, role: str | None = None) -> list[dict[str, Any]]:
-    """The rows of memgov.tenant_grants (one role's with ``role``), with whether the role exists."""
-    import psycopg
-
-    from .db import connect
-    from .resources import query
-
-    with connect(dsn, autocommit=True) as conn:
-        try:
-            cur = conn.execute(query("tenant_list"), {"role": role})
-        except psycopg.Error as exc:
-            raise _binding_error(exc, "cannot list tenant grants") from None
-        columns = [c.name for c in cur.description or ()]
-        return [dict(zip(columns, r, strict=True)) for r in cur.fetchall()]

@@ -11,7 +11,7 @@ Holds only what changed since the revision before it: the SQL is in the
 
 from __future__ import annotations
 
-from memgov_pg.migrate import execute_revision_sql
+from memgov_pg.revision_scripts import execute_revision_sql
 
 revision = "0002_second_release"
 down_revision = "0001_initial"

@@ -7,9 +7,9 @@ from typing import Any
 
 import click
 
-from ..db import resolve_dsn
 from ..errors import ExitCode
 from .base import ADMIN, check_tenant, cli, dsn_option, emit, json_option, needs_role, to_json
+from .dsn import resolve_dsn
 
 
 @cli.group()
@@ -25,7 +25,7 @@ def tenant() -> None:
 @json_option
 def tenant_grant(role: str, org: str, dsn: str | None, as_json: bool) -> None:
     """Bind ROLE (a login, or a group role: every login in it) to tenant ORG."""
-    from ..tenants import grant
+    from ..tenant_grants import grant
 
     result = grant(resolve_dsn(dsn), role, org)
     emit(result, as_json, lambda r: click.echo(
@@ -41,7 +41,7 @@ def tenant_grant(role: str, org: str, dsn: str | None, as_json: bool) -> None:
 @json_option
 def tenant_revoke(role: str, org: str, dsn: str | None, as_json: bool) -> None:
     """Remove tenant ORG from ROLE's grants (while any grant exists, a login with none acts in no tenant)."""
-    from ..tenants import revoke
+    from ..tenant_grants import revoke
 
     result = revoke(resolve_dsn(dsn), role, org)
 
@@ -63,7 +63,7 @@ def tenant_revoke(role: str, org: str, dsn: str | None, as_json: bool) -> None:
 @json_option
 def tenant_list(role: str | None, dsn: str | None, as_json: bool) -> None:
     """The tenant grants: role, tenant, who granted it and when, the logins it binds."""
-    from ..tenants import list_grants
+    from ..tenant_grants import list_grants
 
     rows = list_grants(resolve_dsn(dsn), role)
     if as_json:

@@ -20,7 +20,7 @@ from ..errors import EngineError
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-#: Where a command's database comes from, first found first (memgov_pg.db.resolve_dsn).
+#: Where a command's database comes from, first found first (memgov_pg.cli.dsn.resolve_dsn).
 DSN_ORDER = (
     "the command's --dsn, else memgov --dsn, else MEMGOV_DSN, else libpq's own PG* variables "
     "(PGHOST, PGPORT, PGDATABASE, PGUSER, PGSERVICE...) or service file, else the embedded cluster of `memgov up`"
@@ -104,9 +104,10 @@ def needs_role(role: str) -> Callable[[F], F]:
 
 def _wrong_role(exc: psycopg.Error, role: str, command: str, dsn: str | None) -> Exception:
     """``exc`` with the role ``command`` needs, when the login lacks it; else ``exc`` itself."""
-    from ..db import connect, resolve_dsn
+    from ..db import connect
     from ..errors import MemgovError
     from ..resources import query
+    from .dsn import resolve_dsn
 
     try:
         with connect(resolve_dsn(dsn)) as conn:

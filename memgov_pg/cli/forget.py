@@ -7,9 +7,9 @@ from typing import Any
 
 import click
 
-from ..db import resolve_dsn
 from ..errors import ExitCode, MemgovError, NotPermittedError
 from .base import check_tenant, cli, dsn_option, emit, json_option
+from .dsn import resolve_dsn
 
 #: the roles that may call memgov.forget_where
 FORGET_ROLES = "memgov_writer, memgov_reviewer or memgov_admin"

@@ -8,10 +8,10 @@ from typing import Any
 
 import click
 
-from ..db import resolve_dsn
 from ..errors import ExitCode
 from ..policy import OPERATION_TYPES
 from .base import ADMIN, cli, dsn_option, emit, json_option, needs_role, tenant_option
+from .dsn import resolve_dsn
 
 
 def print_warnings(warnings: Any) -> None:
@@ -44,10 +44,11 @@ def validate(policies: tuple[str, ...], overrides: tuple[str, ...], dsn: str | N
     Regular expressions are checked by PostgreSQL when a database is configured
     (--dsn, MEMGOV_DSN or `memgov up`), otherwise offline.
     """
-    from ..deploy import optional_connection, pg_regex_checker, read_policy
+    from ..deploy import pg_regex_checker, read_policy
     from ..policy import analyze_policy
     from ..policy.coverage import coverage
     from ..policy.overrides import compare_override
+    from .dsn import optional_connection
 
     if overrides and len(policies) != 1:
         raise click.UsageError("--override needs exactly one POLICY: the global policy it overrides")
@@ -93,9 +94,12 @@ def validate(policies: tuple[str, ...], overrides: tuple[str, ...], dsn: str | N
 @dsn_option
 def compile_command(policy: str, tenant: str | None, dsn: str | None) -> None:
     """Print the SQL that `memgov deploy` would run (a psql script)."""
-    from ..deploy import compile_file
+    from ..deploy import compile_file, scope_of
+    from .dsn import optional_connection
 
-    compiled = compile_file(policy, tenant, dsn)
+    scope_of(tenant)  # a bad tenant id is refused before any connection
+    with optional_connection(dsn) as conn:
+        compiled = compile_file(policy, tenant, conn)
     print_warnings(compiled.policy.warnings)
     click.echo(compiled.script(), nl=False)
 

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import click
 
-from ..db import resolve_dsn
 from ..errors import ExitCode, MemgovError
 from .base import ADMIN, cli, dsn_option, json_option, needs_role, to_json
+from .dsn import resolve_dsn
 
 
 @cli.command(name="test")

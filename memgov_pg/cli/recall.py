@@ -6,8 +6,8 @@ from typing import Any
 
 import click
 
-from ..db import resolve_dsn
 from .base import check_tenant, cli, dsn_option, emit, json_option
+from .dsn import resolve_dsn
 
 
 @cli.command()

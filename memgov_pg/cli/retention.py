@@ -6,8 +6,8 @@ from typing import Any
 
 import click
 
-from ..db import resolve_dsn
 from .base import ADMIN, cli, dsn_option, emit, json_option, needs_role, to_json
+from .dsn import resolve_dsn
 
 
 @cli.group()

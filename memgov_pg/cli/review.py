@@ -15,9 +15,9 @@ from typing import Any, TypeVar
 
 import click
 
-from ..db import resolve_dsn
 from ..errors import ExitCode
 from .base import check_tenant, cli, dsn_option, emit, iso_timestamp, json_option
+from .dsn import resolve_dsn
 
 F = TypeVar("F", bound=Callable[..., Any])
 _SUMMARY_WIDTH = 60

@@ -8,7 +8,6 @@ from typing import Any, NoReturn
 import click
 import psycopg
 
-from ..db import resolve_dsn
 from ..errors import CheckStatus
 from .base import (
     SUPERUSER,
@@ -22,6 +21,7 @@ from .base import (
     sql_error_line,
     to_json,
 )
+from .dsn import resolve_dsn
 
 
 @cli.command()
@@ -114,8 +114,8 @@ def migrate(dsn: str | None, revision: str, wait: float, version_table: str | No
 def status(dsn: str | None, version_table: str | None, check: bool, as_json: bool) -> None:
     """Live policies, approvals, quarantine, the last sweep, decisions (24 h), the pg_cron job, the schema."""
     from ..errors import ConnectionFailed, MemgovError
-    from ..retention import health
-    from ..retention import status as read_status
+    from ..status import health
+    from ..status import status as read_status
 
     if not check:
         emit(read_status(resolve_dsn(dsn), version_table), as_json, _print_status)
@@ -252,4 +252,4 @@ def demo(dsn: str | None) -> None:
     approvals, feedback and retention, printing what the database decided."""
     from ..demo import run_demo
 
-    run_demo(dsn)
+    run_demo(resolve_dsn(dsn))

@@ -7,9 +7,9 @@ from typing import Any
 
 import click
 
-from ..db import resolve_dsn
 from ..policy.durations import Duration
 from .base import ADMIN, cli, dsn_option, emit, json_option, needs_role, tenant_option
+from .dsn import resolve_dsn
 
 
 def _window(ctx: click.Context, param: click.Parameter, value: str) -> Duration:

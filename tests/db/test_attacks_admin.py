@@ -25,7 +25,7 @@ import psycopg
 import pytest
 
 from memgov_pg.audit import archive_line, report_lines
-from memgov_pg.retention import status
+from memgov_pg.status import status
 from tests.attack_helpers import (
     ORG,
     OTHER,

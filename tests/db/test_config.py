@@ -11,7 +11,7 @@ import sys
 import pytest
 from psycopg import conninfo
 
-from memgov_pg.db import resolve_dsn
+from memgov_pg.cli.dsn import resolve_dsn
 from tests.cli_helpers import run_memgov
 
 PG_VARIABLES = ("PGHOST", "PGHOSTADDR", "PGPORT", "PGDATABASE", "PGUSER", "PGPASSWORD", "PGSERVICE", "PGSERVICEFILE")

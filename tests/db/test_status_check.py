@@ -30,7 +30,8 @@ import pytest
 
 from memgov_pg.cluster import LocalCluster, free_port
 from memgov_pg.migrate import head_revision
-from memgov_pg.retention import job_name, previous_firings
+from memgov_pg.retention import job_name
+from memgov_pg.status import previous_firings
 from memgov_pg.testing import Server
 from tests.attack_helpers import login_dsn
 from tests.cli_helpers import run_memgov

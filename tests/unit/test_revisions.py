@@ -10,8 +10,9 @@ from types import ModuleType
 
 import pytest
 
-from memgov_pg.migrate import BRANCH, revision_sql
+from memgov_pg.migrate import BRANCH
 from memgov_pg.resources import alembic_dir
+from memgov_pg.revision_scripts import revision_sql
 from memgov_pg.revisions import BEGIN, END, Routine, changes, write_block
 
 VERSIONS = alembic_dir() / "versions"

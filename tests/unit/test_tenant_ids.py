@@ -145,7 +145,7 @@ def test_deploy_paths_refuse_before_connecting(value):
     with pytest.raises(InvalidTenantId):
         rollback(NO_SERVER, tenant=value)
     with pytest.raises(InvalidTenantId):
-        compile_file(DEFAULT_POLICY, value, NO_SERVER)
+        compile_file(DEFAULT_POLICY, value)
 
 
 def test_no_tenant_is_the_global_scope():
