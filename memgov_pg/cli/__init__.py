@@ -8,6 +8,7 @@ group of :mod:`.base`.
 
 from __future__ import annotations
 
+import logging
 import sys
 
 import click
@@ -26,6 +27,9 @@ __all__ = [
 
 def main(argv: list[str] | None = None) -> None:
     """Entry point: user mistakes become one line on stderr, never a traceback."""
+    # psycopg logs what it ignores while a connection closes on an error (a rollback that
+    # finds the interrupted query still running, on Ctrl-C): the command's own line says it
+    logging.getLogger("psycopg").addHandler(logging.NullHandler())
     try:
         cli.main(args=argv, prog_name="memgov", standalone_mode=False)
     except click.exceptions.Abort as exc:  # click's form of Ctrl-C, or a declined prompt
