@@ -17,18 +17,16 @@ from typing import Any
 
 import psycopg
 import pytest
-from psycopg import sql
 
 from memgov_pg.cluster import LocalCluster
-from memgov_pg.migrate import upgrade
 from tests.attack_helpers import deploy_policy, insert, item
 from tests.cli_helpers import run_memgov
 from tests.db.test_restore import (
     DB,
-    ROLES,
     as_login,
     doctor,
     login,
+    migrated_with_logins,
     new_cluster,
     remove,
     run_as_server,
@@ -56,14 +54,7 @@ def pair() -> Iterator[tuple[LocalCluster, LocalCluster]]:
         primary.init()
         primary.start_on_a_free_port()
         primary.bootstrap()
-        primary.create_database(DB)
-        dsn = primary.dsn(DB)
-        upgrade(dsn)
-        with psycopg.connect(dsn, autocommit=True) as su:
-            for role, group in ROLES.items():
-                su.execute(sql.SQL("CREATE ROLE {} LOGIN IN ROLE {}").format(
-                    sql.Identifier(login(role)), sql.Identifier(group)))  # fmt: skip
-            deploy_policy(su)
+        dsn = migrated_with_logins(primary)
         # the sweep's pg_cron job, every minute: it lives in pg_cron's database and replicates with it
         scheduled = run_memgov("retention", "schedule", "* * * * *", "--dsn", dsn)
         assert scheduled.returncode == 0, scheduled.stderr

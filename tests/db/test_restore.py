@@ -95,6 +95,20 @@ def wait_for(what: str, condition: Any, timeout: float = 300) -> None:
         time.sleep(0.2)
 
 
+def migrated_with_logins(cluster: LocalCluster) -> str:
+    """Database DB of a started cluster, migrated, with a login of each of ROLES and the
+    attack policy deployed: its DSN."""
+    cluster.create_database(DB)
+    dsn = cluster.dsn(DB)
+    upgrade(dsn)
+    with psycopg.connect(dsn, autocommit=True) as su:
+        for role, group in ROLES.items():
+            su.execute(sql.SQL("CREATE ROLE {} LOGIN IN ROLE {}").format(
+                sql.Identifier(login(role)), sql.Identifier(group)))  # fmt: skip
+        deploy_policy(su)
+    return dsn
+
+
 def counts(dsn: str) -> dict[str, int]:
     """The row count of every table of schema memgov (as the superuser)."""
     with psycopg.connect(dsn, autocommit=True) as su:
@@ -224,14 +238,7 @@ def source() -> Iterator[dict[str, Any]]:
         )
         cluster.start_on_a_free_port()
         cluster.bootstrap()
-        cluster.create_database(DB)
-        dsn = cluster.dsn(DB)
-        upgrade(dsn)
-        with psycopg.connect(dsn, autocommit=True) as su:
-            for role, group in ROLES.items():
-                su.execute(sql.SQL("CREATE ROLE {} LOGIN IN ROLE {}").format(
-                    sql.Identifier(login(role)), sql.Identifier(group)))  # fmt: skip
-            deploy_policy(su)
+        dsn = migrated_with_logins(cluster)
         expected = decisions(dsn)
         assert expected == DECIDED
         # feedback and an approval, then a seal; then rows after the last seal
