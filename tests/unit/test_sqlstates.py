@@ -282,3 +282,14 @@ def test_the_api_names_listed_codes():
     assert unknown == []
     internal = sorted(f"memgov.{name}: {code}" for name, code in named if BY_SQLSTATE[code].origin == "internal")
     assert internal == []
+
+
+def test_the_python_docs_agree():
+    # docs/python.md's exception table: "`NotFoundError` (MG404)"
+    text = (REPO / "docs" / "python.md").read_text(encoding="utf-8")
+    named = dict(re.findall(r"`(\w+Error)` \((MG\d{3}|[0-9A-Z]{5})\)", text))
+    assert named == {s.exception.__name__: s.code for s in SQLSTATES if s.exception is not None}
+    # docs/models.md's table of what from_dbapi_error returns
+    text = (REPO / "docs" / "models.md").read_text(encoding="utf-8")
+    rows = dict(re.findall(r"^\| (MG\d{3}|[0-9A-Z]{5}) \| `(\w+Error)` \|", text, re.MULTILINE))
+    assert rows == {code: cls.__name__ for code, cls in errors._BY_SQLSTATE.items()}
