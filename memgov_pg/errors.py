@@ -5,13 +5,19 @@ The engine's refusals and conflicts (docs/reference.md, SQLSTATEs) have their
 own classes, each with the ``sqlstate`` it stands for; :func:`from_dbapi_error`
 turns a psycopg error, or a SQLAlchemy ``DBAPIError`` / ``StatementError``
 wrapping one, into them.
+
+:data:`SQLSTATES` lists every SQLSTATE the engine raises on purpose, once: its levels,
+what it means, its exception class. The mapping of :func:`from_dbapi_error` and
+:data:`BUSY_SQLSTATES` are read from it, and tests/unit/test_sqlstates.py holds the SQL
+files, the migrations, ``memgov_pg/api.py`` and docs/reference.md's SQLSTATE table to it.
 """
 
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from enum import IntEnum
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Final, Literal
 
 Decision = dict[str, Any]
 
@@ -41,10 +47,6 @@ class CheckStatus(IntEnum):
     HEALTHY = 0
     DEGRADED = 1
     UNREACHABLE = 2
-
-
-#: SQLSTATEs that mean "busy, try again": lock_not_available (``lock_timeout``, ``NOWAIT``)
-BUSY_SQLSTATES = frozenset({"55P03"})
 
 
 class MemgovError(Exception):
@@ -211,8 +213,67 @@ class SQLError(EngineError):
         self.sqlstate = sqlstate
 
 
-_BY_SQLSTATE: dict[str, type[EngineError]] = {
-    cls.sqlstate: cls for cls in (NotFoundError, ConflictError, NotPermittedError)
+Level = Literal["ERROR", "WARNING", "NOTICE"]
+
+
+@dataclass(frozen=True)
+class SQLState:
+    """One SQLSTATE the engine raises on purpose.
+
+    ``origin``: ``raised`` by a ``RAISE`` of sql/*.sql (the live schema); ``migration``, by one
+    of a migration's hand-written steps only (alembic/versions/*.sql); ``constraint``,
+    PostgreSQL's own for a constraint of the schema; ``internal``, raised and caught inside
+    the engine (no caller sees it, and docs/reference.md does not list it).
+    """
+
+    code: str
+    levels: tuple[Level, ...]  # as raised: RAISE EXCEPTION is ERROR
+    meaning: str  # a few words; docs/reference.md says when and what to do
+    exception: type[EngineError] | None = None  # what from_dbapi_error or a notice reader makes of it
+    origin: Literal["raised", "migration", "constraint", "internal"] = "raised"
+    busy: bool = False  # "try again later": the CLI exits 3 (ExitCode.BUSY)
+
+
+_E: Final = ("ERROR",)
+
+#: Every SQLSTATE the engine raises on purpose, in docs/reference.md's order. To add one:
+#: a row here, a row in docs/reference.md's SQLSTATE table, then the RAISE.
+SQLSTATES: Final[tuple[SQLState, ...]] = (
+    SQLState("MG201", ("NOTICE",), "a write held for approval", HeldForApprovalError),
+    SQLState("MG202", ("NOTICE",), "a write quarantined", QuarantinedError),
+    SQLState("MG203", ("NOTICE",), "a search or get held for approval", RecallHeldError),
+    SQLState("MG204", ("NOTICE",), "a search or get quarantined", RecallQuarantinedError),
+    SQLState("MG403", _E, "the policy denies a write or a read", PolicyDeniedError),
+    SQLState("MG404", _E, "no such memory, request, entry or version in the tenant", NotFoundError),
+    SQLState("MG409", ("ERROR", "NOTICE", "WARNING"), "a conflict with the current state", ConflictError),
+    SQLState("MG500", _E, "PostgreSQL rejected a compiled policy: a compiler bug"),
+    SQLState("MG000", _E, "undoes definition_drift's scratch function", origin="internal"),
+    SQLState("MG299", _E, "undoes a replay's shadow and its decisions", origin="internal"),
+    SQLState("0A000", _E, "a write of the memory table from inside another statement's functions"),
+    SQLState("22004", _E, "memgov.edit with a NULL text"),
+    SQLState("22023", _E, "a bad argument"),
+    SQLState("23502", _E, "a NOT NULL column missing", origin="constraint"),
+    SQLState("23505", _E, "a memory_id that exists, or a (namespace, item_key) taken", origin="constraint"),
+    SQLState("23514", _E, "a value outside a CHECK", origin="constraint"),
+    SQLState("25001", _E, "a tenant grant changed in a REPEATABLE READ or SERIALIZABLE transaction"),
+    SQLState("25006", _E, "a governed read on a standby or in a READ ONLY transaction"),
+    SQLState("42501", _E, "not permitted: another tenant, an engine column, one's own request", NotPermittedError),
+    SQLState("42704", _E, "memgov.grant_tenant names no role"),
+    SQLState("54000", _E, "an item over the size limits"),
+    SQLState("55000", _E, "a downgrade that would lose the decision log's bulk decisions", origin="migration"),
+    SQLState("55P03", _E, "busy: the maintenance lease, or a lock not granted within lock_timeout", busy=True),
+    SQLState("XX000", _E, "an engine invariant broke: a memgov bug"),
+)
+
+#: each code's entry
+BY_SQLSTATE: Final[dict[str, SQLState]] = {s.code: s for s in SQLSTATES}
+
+#: SQLSTATEs that mean "busy, try again": lock_not_available (``lock_timeout``, ``NOWAIT``)
+BUSY_SQLSTATES: Final = frozenset(s.code for s in SQLSTATES if s.busy)
+
+#: the exception of each error code that has one (MG403 carries its decision: from_dbapi_error)
+_BY_SQLSTATE: Final[dict[str, type[EngineError]]] = {
+    s.code: s.exception for s in SQLSTATES if s.exception is not None and "ERROR" in s.levels
 }
 
 
@@ -262,7 +323,8 @@ def engine_error(exc: BaseException) -> MemgovError | None:
 
 
 def from_dbapi_error(exc: BaseException) -> EngineError | None:
-    """The memgov exception for a database error carrying MG403, MG404, MG409 or 42501.
+    """The memgov exception for a database error whose SQLSTATE has one in :data:`SQLSTATES`:
+    MG403, MG404, MG409 or 42501.
 
     ``exc`` is a psycopg error, or a SQLAlchemy exception wrapping one (``DBAPIError``,
     ``StatementError``, an ORM flush's error). Anything else, or another SQLSTATE,
@@ -280,18 +342,21 @@ def from_dbapi_error(exc: BaseException) -> EngineError | None:
     message = (diag.message_primary or str(error)).removeprefix("memgov: ")
     hint = diag.message_hint
     result: EngineError
-    if error.sqlstate == PolicyDeniedError.sqlstate:
-        result = PolicyDeniedError(_decision(diag.message_detail), message, hint=hint)
-    elif error.sqlstate in _BY_SQLSTATE:
-        result = _BY_SQLSTATE[error.sqlstate](message, hint=hint)
-    else:
+    cls = _BY_SQLSTATE.get(error.sqlstate)
+    if cls is None:
         return None
+    if cls is PolicyDeniedError:
+        result = PolicyDeniedError(_decision(diag.message_detail), message, hint=hint)
+    else:
+        result = cls(message, hint=hint)
     result.__cause__ = error
     return result
 
 
 __all__ = [
     "BUSY_SQLSTATES",
+    "BY_SQLSTATE",
+    "SQLSTATES",
     "BusyError",
     "CheckStatus",
     "ClusterError",
@@ -309,6 +374,7 @@ __all__ = [
     "RecallQuarantinedError",
     "RecallRefusedError",
     "SQLError",
+    "SQLState",
     "TenantRequiredError",
     "engine_error",
     "from_dbapi_error",
