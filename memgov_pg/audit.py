@@ -88,6 +88,8 @@ def describe_break(found: dict[str, Any]) -> str:
         where.append(f"seal {found['seal_id']}")
     if found.get("decision_id") is not None:
         where.append(f"decision_id {found['decision_id']}")
+    if found.get("change_id") is not None:  # a settings change the seal covers
+        where.append(f"settings change {found['change_id']}")
     place = ", ".join(where) or "the log"
     return f"{place}: {found['problem']} ({found.get('detail') or 'differs from what was sealed'})"
 

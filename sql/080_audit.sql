@@ -14,12 +14,17 @@
 -- can appear later. It seals exactly those rows, in (xact_id, decision_id) order, after the
 -- last row of the previous seal. A row whose transaction was still open waits for a later
 -- seal, however low the decision_id it took: late commits are never mistaken for tampering.
--- Each seal keeps the ids and sha256 digests of its rows and
+-- Each seal keeps the ids and sha256 digests of its rows, and the head of the record of
+-- settings changes when it was made (its last change_id and change_hash; 0 and 32 zero bytes
+-- when there is none yet), and
 --
---     seal_hash = sha256(prev_hash || 'memgov-seal-v1 <seal_id> <after> <last> <ids>' || digests)
+--     seal_hash = sha256(prev_hash || 'memgov-seal-v2 <seal_id> <after> <last> <change_id>:<change_hash> <ids>'
+--                        || digests)
 --
--- (the first seal's prev_hash is 32 zero bytes). memgov.verify_decision_log() recomputes
--- it all and names the first altered, missing or extra row.
+-- (the first seal's prev_hash is 32 zero bytes). A seal made before seals covered the settings
+-- record (settings_change_id NULL) keeps its hash: 'memgov-seal-v1 <seal_id> <after> <last>
+-- <ids>'. memgov.verify_decision_log() recomputes it all, names the first altered, missing or
+-- extra row, and checks that each seal's settings head is still in the record as it was.
 --
 -- What this cannot stop: a superuser or memgov_owner may disable the triggers and rewrite
 -- the log and the chain alike. Keep the last seal's hash outside the database (memgov
@@ -46,7 +51,12 @@ CREATE TABLE memgov.decision_log_seals (
     last_decided_at    timestamptz NOT NULL,  -- the latest decided_at of its rows (archival)
     prev_hash          bytea       NOT NULL,
     seal_hash          bytea       NOT NULL,
-    PRIMARY KEY (org_id, seal_id)
+    -- the head of memgov.settings_changes when sealed (0 and 32 zero bytes: no change yet);
+    -- NULL in a seal made before seals covered it ('memgov-seal-v1')
+    settings_change_id bigint,
+    settings_hash      bytea,
+    PRIMARY KEY (org_id, seal_id),
+    CONSTRAINT decision_log_seals_settings_head_check CHECK ((settings_change_id IS NULL) = (settings_hash IS NULL))
 );
 COMMENT ON TABLE memgov.decision_log_seals IS
     'Hash chain over memgov.decision_log: each seal covers a batch of rows and the previous seal';
@@ -285,6 +295,25 @@ AS $$
                || p_row_digests)
 $$;
 
+-- The hash of a seal that also covers the record of settings changes: its head when sealed
+-- (change id and hash) joins the header, under another version tag.
+CREATE FUNCTION memgov.seal_hash(p_prev_hash bytea, p_seal_id bigint,
+                                 p_after_xact_id bigint, p_after_decision_id bigint,
+                                 p_last_xact_id bigint, p_last_decision_id bigint,
+                                 p_settings_change_id bigint, p_settings_hash bytea,
+                                 p_decision_ids bigint[], p_row_digests bytea)
+RETURNS bytea
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$
+    SELECT pg_catalog.sha256(
+               p_prev_hash
+               || pg_catalog.convert_to(pg_catalog.format('memgov-seal-v2 %s %s:%s %s:%s %s:%s %s',
+                      p_seal_id, p_after_xact_id, p_after_decision_id, p_last_xact_id, p_last_decision_id,
+                      p_settings_change_id, pg_catalog.encode(p_settings_hash, 'hex'),
+                      pg_catalog.array_to_string(p_decision_ids, ',')), 'UTF8')
+               || p_row_digests)
+$$;
+
 -- Where the chain ends now: its last seal, else the last archive record (its last seal);
 -- NULLs when nothing was ever sealed.
 CREATE FUNCTION memgov.chain_end(OUT seal_id bigint, OUT xact_id bigint, OUT decision_id bigint, OUT hash bytea)
@@ -332,6 +361,8 @@ DECLARE
     v_new_hash  bytea;
     v_rows      bigint := 0;
     v_seals     integer := 0;
+    v_set_id    bigint;
+    v_set_hash  bytea;
 BEGIN
     IF p_batch_rows IS NULL OR p_batch_rows < 1 THEN
         RAISE EXCEPTION 'memgov: p_batch_rows must be at least 1, not %', coalesce(p_batch_rows::text, 'NULL')
@@ -364,6 +395,14 @@ BEGIN
                   HINT = 'a restored copy must start its transaction counter past the chain: see docs/security.md';
         v_horizon := 0;
     END IF;
+    -- the head of the record of settings changes, which each seal made now covers (changes
+    -- are chained one at a time: the committed ones are a prefix of the chain)
+    SELECT c.change_id, c.change_hash INTO v_set_id, v_set_hash
+      FROM memgov.settings_changes c ORDER BY c.change_id DESC LIMIT 1;
+    IF NOT FOUND THEN
+        v_set_id := 0;
+        v_set_hash := decode(repeat('00', 32), 'hex');
+    END IF;
     LOOP
         SELECT count(*)::integer,
                array_agg(b.decision_id ORDER BY b.xact_id, b.decision_id),
@@ -382,12 +421,13 @@ BEGIN
         EXIT WHEN v_count = 0;
         v_seal_id := v_seal_id + 1;
         v_new_hash := memgov.seal_hash(v_hash, v_seal_id, v_after_x, v_after_d, v_last_x, v_ids[v_count],
-                                       v_ids, v_digests);
+                                       v_set_id, v_set_hash, v_ids, v_digests);
         INSERT INTO memgov.decision_log_seals
                (seal_id, sealed_by, horizon_xact_id, after_xact_id, after_decision_id, last_xact_id,
-                last_decision_id, row_count, decision_ids, row_digests, last_decided_at, prev_hash, seal_hash)
+                last_decision_id, row_count, decision_ids, row_digests, last_decided_at, prev_hash, seal_hash,
+                settings_change_id, settings_hash)
         VALUES (v_seal_id, memgov.invoker_role(), v_horizon, v_after_x, v_after_d, v_last_x,
-                v_ids[v_count], v_count, v_ids, v_digests, v_decided, v_hash, v_new_hash);
+                v_ids[v_count], v_count, v_ids, v_digests, v_decided, v_hash, v_new_hash, v_set_id, v_set_hash);
         v_hash := v_new_hash;
         v_after_x := v_last_x;
         v_after_d := v_ids[v_count];
@@ -416,6 +456,7 @@ $$;
 --    "last_seal_id", "last_hash", "unsealed_rows", "archived": {...}, "anchor": ...}
 -- problem: 'altered' (the row, or with decision_id null the seal, differs from what was
 -- sealed), 'missing' (a sealed row or seal is gone), 'extra' (a row no seal accounts for).
+-- A break with a change_id: a settings change the seal covers was altered or is gone.
 -- p_anchor_seal_id / p_anchor_hash: a seal's hash kept outside the database; a different
 -- hash there is a break (the chain was rewritten).
 CREATE FUNCTION memgov.verify_decision_log(p_anchor_seal_id bigint DEFAULT NULL, p_anchor_hash text DEFAULT NULL)
@@ -447,6 +488,7 @@ DECLARE
     v_set_count   bigint := 0;
     v_set_last    bigint;
     v_set_break   jsonb;
+    v_set_head    bytea;
     v_floor       interval;
     v_ids         bigint[];
     v_digests     bytea;
@@ -465,6 +507,26 @@ BEGIN
             USING ERRCODE = '22023';
     END IF;
     v_anchor := CASE WHEN p_anchor_seal_id IS NOT NULL THEN 'not reached' END;
+
+    -- the record of settings changes: a chain of its own, each change continuing the last
+    -- (checked first: each seal says up to which change it covers the record)
+    FOR v_change IN SELECT * FROM memgov.settings_changes c ORDER BY c.change_id LOOP
+        IF v_change.prev_hash <> v_set_hash THEN
+            v_set_break := jsonb_build_object('change_id', v_change.change_id, 'problem', 'missing',
+                'detail', 'the change does not continue the previous one: a change before it was removed or altered');
+            EXIT;
+        END IF;
+        IF memgov.settings_change_hash(v_change.prev_hash, v_change.change_id, v_change.changed_at, v_change.login,
+                                       v_change.actor, v_change.name, v_change.old_value, v_change.new_value)
+           <> v_change.change_hash THEN
+            v_set_break := jsonb_build_object('change_id', v_change.change_id, 'problem', 'altered',
+                'detail', 'the change differs from what was recorded');
+            EXIT;
+        END IF;
+        v_set_count := v_set_count + 1;
+        v_set_hash := v_change.change_hash;
+        v_set_last := v_change.change_id;
+    END LOOP;
 
     -- the archives: each continues the previous one; the chain goes on from the last
     FOR v_archive IN SELECT * FROM memgov.decision_log_archives a ORDER BY a.archive_id LOOP
@@ -538,9 +600,15 @@ BEGIN
             IF coalesce(array_length(v_seal.decision_ids, 1), 0) <> v_seal.row_count
                OR length(v_seal.row_digests) <> 32 * v_seal.row_count
                OR v_seal.decision_ids[v_seal.row_count] <> v_seal.last_decision_id
-               OR memgov.seal_hash(v_seal.prev_hash, v_seal.seal_id, v_seal.after_xact_id,
-                                   v_seal.after_decision_id, v_seal.last_xact_id, v_seal.last_decision_id,
-                                   v_seal.decision_ids, v_seal.row_digests) <> v_seal.seal_hash THEN
+               OR (CASE WHEN v_seal.settings_change_id IS NULL  -- made before seals covered the settings
+                       THEN memgov.seal_hash(v_seal.prev_hash, v_seal.seal_id, v_seal.after_xact_id,
+                                             v_seal.after_decision_id, v_seal.last_xact_id, v_seal.last_decision_id,
+                                             v_seal.decision_ids, v_seal.row_digests)
+                       ELSE memgov.seal_hash(v_seal.prev_hash, v_seal.seal_id, v_seal.after_xact_id,
+                                             v_seal.after_decision_id, v_seal.last_xact_id, v_seal.last_decision_id,
+                                             v_seal.settings_change_id, v_seal.settings_hash,
+                                             v_seal.decision_ids, v_seal.row_digests)
+                   END) IS DISTINCT FROM v_seal.seal_hash THEN
                 v_break := jsonb_build_object('seal_id', v_seal.seal_id, 'decision_id', NULL, 'problem', 'altered',
                     'detail', 'the seal record was altered');
                 EXIT;
@@ -552,6 +620,36 @@ BEGIN
                     EXIT;
                 END IF;
                 v_anchor := 'matched';
+            END IF;
+            -- the settings record up to the head the seal covers: intact, and that head still there
+            IF v_seal.settings_change_id > 0 THEN
+                IF (v_set_break ->> 'change_id')::bigint <= v_seal.settings_change_id THEN
+                    v_break := jsonb_build_object('seal_id', v_seal.seal_id, 'decision_id', NULL,
+                        'change_id', (v_set_break ->> 'change_id')::bigint, 'problem', v_set_break ->> 'problem',
+                        'detail', CASE v_set_break ->> 'problem'
+                            WHEN 'altered' THEN format('settings change %s, which the seal covers, was altered',
+                                                       v_set_break ->> 'change_id')
+                            ELSE format('settings change %s does not continue the previous one: a change the seal '
+                                        'covers was removed or altered', v_set_break ->> 'change_id') END);
+                    EXIT;
+                END IF;
+                SELECT c.change_hash INTO v_set_head
+                  FROM memgov.settings_changes c WHERE c.change_id = v_seal.settings_change_id;
+                IF NOT FOUND THEN
+                    v_break := jsonb_build_object('seal_id', v_seal.seal_id, 'decision_id', NULL,
+                        'change_id', v_seal.settings_change_id, 'problem', 'missing',
+                        'detail', format('settings change %s, the last one the seal covers, is gone: the record of '
+                                         'settings changes was cut back or the change removed',
+                                         v_seal.settings_change_id));
+                    EXIT;
+                END IF;
+                IF v_set_head IS DISTINCT FROM v_seal.settings_hash THEN
+                    v_break := jsonb_build_object('seal_id', v_seal.seal_id, 'decision_id', NULL,
+                        'change_id', v_seal.settings_change_id, 'problem', 'altered',
+                        'detail', format('settings change %s is not the one the seal covers: the record of '
+                                         'settings changes was rewritten', v_seal.settings_change_id));
+                    EXIT;
+                END IF;
             END IF;
             -- its rows as they are now, in the seal's order
             SELECT array_agg(b.decision_id ORDER BY b.xact_id, b.decision_id),
@@ -628,25 +726,6 @@ BEGIN
       FROM memgov.decision_log d
      WHERE d.xact_id >= coalesce(v_end_x, 0)
        AND (d.xact_id, d.decision_id) > (coalesce(v_end_x, 0), coalesce(v_end_d, 0));
-
-    -- the record of settings changes: a chain of its own, each change continuing the last
-    FOR v_change IN SELECT * FROM memgov.settings_changes c ORDER BY c.change_id LOOP
-        IF v_change.prev_hash <> v_set_hash THEN
-            v_set_break := jsonb_build_object('change_id', v_change.change_id, 'problem', 'missing',
-                'detail', 'the change does not continue the previous one: a change before it was removed or altered');
-            EXIT;
-        END IF;
-        IF memgov.settings_change_hash(v_change.prev_hash, v_change.change_id, v_change.changed_at, v_change.login,
-                                       v_change.actor, v_change.name, v_change.old_value, v_change.new_value)
-           <> v_change.change_hash THEN
-            v_set_break := jsonb_build_object('change_id', v_change.change_id, 'problem', 'altered',
-                'detail', 'the change differs from what was recorded');
-            EXIT;
-        END IF;
-        v_set_count := v_set_count + 1;
-        v_set_hash := v_change.change_hash;
-        v_set_last := v_change.change_id;
-    END LOOP;
 
     RETURN jsonb_build_object(
         'ok', v_break IS NULL AND v_set_break IS NULL,
@@ -754,6 +833,7 @@ REVOKE EXECUTE ON FUNCTION
     memgov.chain_end(),
     memgov.decision_digest(memgov.decision_log),
     memgov.seal_hash(bytea, bigint, bigint, bigint, bigint, bigint, bigint[], bytea),
+    memgov.seal_hash(bytea, bigint, bigint, bigint, bigint, bigint, bigint, bytea, bigint[], bytea),
     memgov.seal_decision_log(integer, bigint),
     memgov.verify_decision_log(bigint, text),
     memgov.archive_decision_log(timestamptz)

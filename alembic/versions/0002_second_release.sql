@@ -119,6 +119,18 @@ COMMENT ON TABLE memgov.settings_changes IS
     'Every change of memgov.settings (who, when, old and new value): append-only, hash-chained';
 RESET ROLE;
 
+-- audit: the seal covers the settings trail (issue 27). Each new seal records the head of
+-- memgov.settings_changes (its last change id and hash) and hashes it in ('memgov-seal-v2');
+-- the seals made before keep NULL there and their 'memgov-seal-v1' hash, and verify as they
+-- did. (Before the routines, which name the columns.)
+SET ROLE memgov_owner;
+ALTER TABLE memgov.decision_log_seals
+    ADD COLUMN settings_change_id bigint,
+    ADD COLUMN settings_hash bytea,
+    ADD CONSTRAINT decision_log_seals_settings_head_check
+        CHECK ((settings_change_id IS NULL) = (settings_hash IS NULL));
+RESET ROLE;
+
 -- generated routines: begin (scripts/revision-sql; do not edit)
 SET ROLE memgov_owner;
 
@@ -2241,6 +2253,129 @@ BEGIN
 END
 $function$;
 
+CREATE OR REPLACE FUNCTION memgov.seal_hash(p_prev_hash bytea, p_seal_id bigint, p_after_xact_id bigint, p_after_decision_id bigint, p_last_xact_id bigint, p_last_decision_id bigint, p_settings_change_id bigint, p_settings_hash bytea, p_decision_ids bigint[], p_row_digests bytea)
+ RETURNS bytea
+ LANGUAGE sql
+ IMMUTABLE PARALLEL SAFE
+AS $function$
+    SELECT pg_catalog.sha256(
+               p_prev_hash
+               || pg_catalog.convert_to(pg_catalog.format('memgov-seal-v2 %s %s:%s %s:%s %s:%s %s',
+                      p_seal_id, p_after_xact_id, p_after_decision_id, p_last_xact_id, p_last_decision_id,
+                      p_settings_change_id, pg_catalog.encode(p_settings_hash, 'hex'),
+                      pg_catalog.array_to_string(p_decision_ids, ',')), 'UTF8')
+               || p_row_digests)
+$function$;
+
+CREATE OR REPLACE FUNCTION memgov.seal_decision_log(p_batch_rows integer DEFAULT 10000, p_run_id bigint DEFAULT NULL::bigint)
+ RETURNS jsonb
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog', 'pg_temp'
+ SET "TimeZone" TO 'UTC'
+AS $function$
+DECLARE
+    v_seal_id   bigint;
+    v_after_x   bigint;
+    v_after_d   bigint;
+    v_hash      bytea;
+    v_horizon   bigint;
+    v_next_xid  bigint;
+    v_count     integer;
+    v_ids       bigint[];
+    v_digests   bytea;
+    v_last_x    bigint;
+    v_decided   timestamptz;
+    v_new_hash  bytea;
+    v_rows      bigint := 0;
+    v_seals     integer := 0;
+    v_set_id    bigint;
+    v_set_hash  bytea;
+BEGIN
+    IF p_batch_rows IS NULL OR p_batch_rows < 1 THEN
+        RAISE EXCEPTION 'memgov: p_batch_rows must be at least 1, not %', coalesce(p_batch_rows::text, 'NULL')
+            USING ERRCODE = '22023';
+    END IF;
+    -- one sealer or archiver at a time; clients may only read the seals, so none can hold
+    -- a lock that conflicts with this one
+    LOCK TABLE memgov.decision_log_seals IN SHARE ROW EXCLUSIVE MODE;
+    -- where the chain ends, else nowhere yet
+    SELECT e.seal_id, e.xact_id, e.decision_id, e.hash
+      INTO v_seal_id, v_after_x, v_after_d, v_hash
+      FROM memgov.chain_end() AS e;
+    IF v_seal_id IS NULL THEN
+        v_seal_id := 0;
+        v_after_x := 0;
+        v_after_d := 0;
+        v_hash := decode(repeat('00', 32), 'hex');
+    END IF;
+    -- the horizon, from a snapshot taken now: the rows read below are read with a snapshot no
+    -- older than it, so every row of a transaction below the horizon is there to be sealed
+    SELECT pg_snapshot_xmin(s)::text::bigint, pg_snapshot_xmax(s)::text::bigint
+      INTO v_horizon, v_next_xid
+      FROM pg_current_snapshot() AS s;
+    IF v_after_x >= v_next_xid THEN
+        -- the chain ends in a transaction this cluster has not reached: a logical copy of the
+        -- database into another cluster (docs/security.md: restoring a sealed log)
+        RAISE WARNING 'memgov: the decision log''s last seal ends at transaction %, ahead of this cluster''s next transaction %; nothing sealed',
+                      v_after_x, v_next_xid
+            USING ERRCODE = 'MG409',
+                  HINT = 'a restored copy must start its transaction counter past the chain: see docs/security.md';
+        v_horizon := 0;
+    END IF;
+    -- the head of the record of settings changes, which each seal made now covers (changes
+    -- are chained one at a time: the committed ones are a prefix of the chain)
+    SELECT c.change_id, c.change_hash INTO v_set_id, v_set_hash
+      FROM memgov.settings_changes c ORDER BY c.change_id DESC LIMIT 1;
+    IF NOT FOUND THEN
+        v_set_id := 0;
+        v_set_hash := decode(repeat('00', 32), 'hex');
+    END IF;
+    LOOP
+        SELECT count(*)::integer,
+               array_agg(b.decision_id ORDER BY b.xact_id, b.decision_id),
+               string_agg(memgov.decision_digest(b.d), ''::bytea ORDER BY b.xact_id, b.decision_id),
+               max(b.xact_id),
+               max(b.decided_at)
+          INTO v_count, v_ids, v_digests, v_last_x, v_decided
+          -- the digests are taken of the batch only, after the LIMIT (in the subquery's
+          -- target list they would be computed for every remaining row, once per batch)
+          FROM (SELECT d.xact_id, d.decision_id, d.decided_at, d
+                  FROM memgov.decision_log d
+                 WHERE d.xact_id >= v_after_x AND d.xact_id < v_horizon
+                   AND (d.xact_id, d.decision_id) > (v_after_x, v_after_d)
+                 ORDER BY d.xact_id, d.decision_id
+                 LIMIT p_batch_rows) AS b;
+        EXIT WHEN v_count = 0;
+        v_seal_id := v_seal_id + 1;
+        v_new_hash := memgov.seal_hash(v_hash, v_seal_id, v_after_x, v_after_d, v_last_x, v_ids[v_count],
+                                       v_set_id, v_set_hash, v_ids, v_digests);
+        INSERT INTO memgov.decision_log_seals
+               (seal_id, sealed_by, horizon_xact_id, after_xact_id, after_decision_id, last_xact_id,
+                last_decision_id, row_count, decision_ids, row_digests, last_decided_at, prev_hash, seal_hash,
+                settings_change_id, settings_hash)
+        VALUES (v_seal_id, memgov.invoker_role(), v_horizon, v_after_x, v_after_d, v_last_x,
+                v_ids[v_count], v_count, v_ids, v_digests, v_decided, v_hash, v_new_hash, v_set_id, v_set_hash);
+        v_hash := v_new_hash;
+        v_after_x := v_last_x;
+        v_after_d := v_ids[v_count];
+        v_rows := v_rows + v_count;
+        v_seals := v_seals + 1;
+        EXIT WHEN v_count < p_batch_rows;
+    END LOOP;
+    -- the run's summary, when the caller is that run (it holds the maintenance lease)
+    IF p_run_id IS NOT NULL THEN
+        UPDATE memgov.maintenance_runs
+           SET summary = summary || jsonb_build_object('sealed', v_rows)
+         WHERE org_id = '*' AND run_id = p_run_id AND status = 'running'
+           AND memgov.maintenance_holder() = pg_backend_pid();
+    END IF;
+    RETURN jsonb_build_object('sealed', v_rows, 'seals', v_seals, 'last_seal_id', nullif(v_seal_id, 0),
+                              'last_hash', CASE WHEN v_seal_id > 0 THEN encode(v_hash, 'hex') END,
+                              'horizon_xact_id', v_horizon);
+END
+$function$;
+
 CREATE OR REPLACE FUNCTION memgov.verify_decision_log(p_anchor_seal_id bigint DEFAULT NULL::bigint, p_anchor_hash text DEFAULT NULL::text)
  RETURNS jsonb
  LANGUAGE plpgsql
@@ -2270,6 +2405,7 @@ DECLARE
     v_set_count   bigint := 0;
     v_set_last    bigint;
     v_set_break   jsonb;
+    v_set_head    bytea;
     v_floor       interval;
     v_ids         bigint[];
     v_digests     bytea;
@@ -2288,6 +2424,26 @@ BEGIN
             USING ERRCODE = '22023';
     END IF;
     v_anchor := CASE WHEN p_anchor_seal_id IS NOT NULL THEN 'not reached' END;
+
+    -- the record of settings changes: a chain of its own, each change continuing the last
+    -- (checked first: each seal says up to which change it covers the record)
+    FOR v_change IN SELECT * FROM memgov.settings_changes c ORDER BY c.change_id LOOP
+        IF v_change.prev_hash <> v_set_hash THEN
+            v_set_break := jsonb_build_object('change_id', v_change.change_id, 'problem', 'missing',
+                'detail', 'the change does not continue the previous one: a change before it was removed or altered');
+            EXIT;
+        END IF;
+        IF memgov.settings_change_hash(v_change.prev_hash, v_change.change_id, v_change.changed_at, v_change.login,
+                                       v_change.actor, v_change.name, v_change.old_value, v_change.new_value)
+           <> v_change.change_hash THEN
+            v_set_break := jsonb_build_object('change_id', v_change.change_id, 'problem', 'altered',
+                'detail', 'the change differs from what was recorded');
+            EXIT;
+        END IF;
+        v_set_count := v_set_count + 1;
+        v_set_hash := v_change.change_hash;
+        v_set_last := v_change.change_id;
+    END LOOP;
 
     -- the archives: each continues the previous one; the chain goes on from the last
     FOR v_archive IN SELECT * FROM memgov.decision_log_archives a ORDER BY a.archive_id LOOP
@@ -2361,9 +2517,15 @@ BEGIN
             IF coalesce(array_length(v_seal.decision_ids, 1), 0) <> v_seal.row_count
                OR length(v_seal.row_digests) <> 32 * v_seal.row_count
                OR v_seal.decision_ids[v_seal.row_count] <> v_seal.last_decision_id
-               OR memgov.seal_hash(v_seal.prev_hash, v_seal.seal_id, v_seal.after_xact_id,
-                                   v_seal.after_decision_id, v_seal.last_xact_id, v_seal.last_decision_id,
-                                   v_seal.decision_ids, v_seal.row_digests) <> v_seal.seal_hash THEN
+               OR (CASE WHEN v_seal.settings_change_id IS NULL  -- made before seals covered the settings
+                       THEN memgov.seal_hash(v_seal.prev_hash, v_seal.seal_id, v_seal.after_xact_id,
+                                             v_seal.after_decision_id, v_seal.last_xact_id, v_seal.last_decision_id,
+                                             v_seal.decision_ids, v_seal.row_digests)
+                       ELSE memgov.seal_hash(v_seal.prev_hash, v_seal.seal_id, v_seal.after_xact_id,
+                                             v_seal.after_decision_id, v_seal.last_xact_id, v_seal.last_decision_id,
+                                             v_seal.settings_change_id, v_seal.settings_hash,
+                                             v_seal.decision_ids, v_seal.row_digests)
+                   END) IS DISTINCT FROM v_seal.seal_hash THEN
                 v_break := jsonb_build_object('seal_id', v_seal.seal_id, 'decision_id', NULL, 'problem', 'altered',
                     'detail', 'the seal record was altered');
                 EXIT;
@@ -2375,6 +2537,36 @@ BEGIN
                     EXIT;
                 END IF;
                 v_anchor := 'matched';
+            END IF;
+            -- the settings record up to the head the seal covers: intact, and that head still there
+            IF v_seal.settings_change_id > 0 THEN
+                IF (v_set_break ->> 'change_id')::bigint <= v_seal.settings_change_id THEN
+                    v_break := jsonb_build_object('seal_id', v_seal.seal_id, 'decision_id', NULL,
+                        'change_id', (v_set_break ->> 'change_id')::bigint, 'problem', v_set_break ->> 'problem',
+                        'detail', CASE v_set_break ->> 'problem'
+                            WHEN 'altered' THEN format('settings change %s, which the seal covers, was altered',
+                                                       v_set_break ->> 'change_id')
+                            ELSE format('settings change %s does not continue the previous one: a change the seal '
+                                        'covers was removed or altered', v_set_break ->> 'change_id') END);
+                    EXIT;
+                END IF;
+                SELECT c.change_hash INTO v_set_head
+                  FROM memgov.settings_changes c WHERE c.change_id = v_seal.settings_change_id;
+                IF NOT FOUND THEN
+                    v_break := jsonb_build_object('seal_id', v_seal.seal_id, 'decision_id', NULL,
+                        'change_id', v_seal.settings_change_id, 'problem', 'missing',
+                        'detail', format('settings change %s, the last one the seal covers, is gone: the record of '
+                                         'settings changes was cut back or the change removed',
+                                         v_seal.settings_change_id));
+                    EXIT;
+                END IF;
+                IF v_set_head IS DISTINCT FROM v_seal.settings_hash THEN
+                    v_break := jsonb_build_object('seal_id', v_seal.seal_id, 'decision_id', NULL,
+                        'change_id', v_seal.settings_change_id, 'problem', 'altered',
+                        'detail', format('settings change %s is not the one the seal covers: the record of '
+                                         'settings changes was rewritten', v_seal.settings_change_id));
+                    EXIT;
+                END IF;
             END IF;
             -- its rows as they are now, in the seal's order
             SELECT array_agg(b.decision_id ORDER BY b.xact_id, b.decision_id),
@@ -2451,25 +2643,6 @@ BEGIN
       FROM memgov.decision_log d
      WHERE d.xact_id >= coalesce(v_end_x, 0)
        AND (d.xact_id, d.decision_id) > (coalesce(v_end_x, 0), coalesce(v_end_d, 0));
-
-    -- the record of settings changes: a chain of its own, each change continuing the last
-    FOR v_change IN SELECT * FROM memgov.settings_changes c ORDER BY c.change_id LOOP
-        IF v_change.prev_hash <> v_set_hash THEN
-            v_set_break := jsonb_build_object('change_id', v_change.change_id, 'problem', 'missing',
-                'detail', 'the change does not continue the previous one: a change before it was removed or altered');
-            EXIT;
-        END IF;
-        IF memgov.settings_change_hash(v_change.prev_hash, v_change.change_id, v_change.changed_at, v_change.login,
-                                       v_change.actor, v_change.name, v_change.old_value, v_change.new_value)
-           <> v_change.change_hash THEN
-            v_set_break := jsonb_build_object('change_id', v_change.change_id, 'problem', 'altered',
-                'detail', 'the change differs from what was recorded');
-            EXIT;
-        END IF;
-        v_set_count := v_set_count + 1;
-        v_set_hash := v_change.change_hash;
-        v_set_last := v_change.change_id;
-    END LOOP;
 
     RETURN jsonb_build_object(
         'ok', v_break IS NULL AND v_set_break IS NULL,
@@ -2910,6 +3083,26 @@ RESET ROLE;
 COMMENT ON SCHEMA memgov IS 'memgov-pg: governed long-term memory of AI agents (schema revision 0002_second_release)';
 
 -- migrate:downgrade
+-- audit: the seal covers the settings trail (issue 27), undone. 0001_initial's verification
+-- knows only 'memgov-seal-v1' hashes: a seal that covers the settings trail would read as
+-- altered there, so the downgrade refuses while one is left (archive them first); with none,
+-- the columns go.
+DO $seal_v2$
+BEGIN
+    IF EXISTS (SELECT FROM memgov.decision_log_seals WHERE settings_change_id IS NOT NULL) THEN
+        RAISE EXCEPTION 'memgov: the decision log has seals that cover the settings trail (memgov-seal-v2), which 0001_initial cannot verify'
+            USING ERRCODE = '55000',
+                  HINT = 'archive them first (memgov.archive_decision_log) or stay at 0002_second_release';
+    END IF;
+END
+$seal_v2$;
+SET ROLE memgov_owner;
+ALTER TABLE memgov.decision_log_seals
+    DROP CONSTRAINT decision_log_seals_settings_head_check,
+    DROP COLUMN settings_change_id,
+    DROP COLUMN settings_hash;
+RESET ROLE;
+
 -- audit: settings changes are recorded (issue 27), undone: the record goes with its table
 SET ROLE memgov_owner;
 DROP TRIGGER record_change ON memgov.settings;
@@ -4437,6 +4630,104 @@ BEGIN
 END
 $function$;
 
+CREATE OR REPLACE FUNCTION memgov.seal_decision_log(p_batch_rows integer DEFAULT 10000, p_run_id bigint DEFAULT NULL::bigint)
+ RETURNS jsonb
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog', 'pg_temp'
+ SET "TimeZone" TO 'UTC'
+AS $function$
+DECLARE
+    v_seal_id   bigint;
+    v_after_x   bigint;
+    v_after_d   bigint;
+    v_hash      bytea;
+    v_horizon   bigint;
+    v_next_xid  bigint;
+    v_count     integer;
+    v_ids       bigint[];
+    v_digests   bytea;
+    v_last_x    bigint;
+    v_decided   timestamptz;
+    v_new_hash  bytea;
+    v_rows      bigint := 0;
+    v_seals     integer := 0;
+BEGIN
+    IF p_batch_rows IS NULL OR p_batch_rows < 1 THEN
+        RAISE EXCEPTION 'memgov: p_batch_rows must be at least 1, not %', coalesce(p_batch_rows::text, 'NULL')
+            USING ERRCODE = '22023';
+    END IF;
+    -- one sealer or archiver at a time; clients may only read the seals, so none can hold
+    -- a lock that conflicts with this one
+    LOCK TABLE memgov.decision_log_seals IN SHARE ROW EXCLUSIVE MODE;
+    -- where the chain ends, else nowhere yet
+    SELECT e.seal_id, e.xact_id, e.decision_id, e.hash
+      INTO v_seal_id, v_after_x, v_after_d, v_hash
+      FROM memgov.chain_end() AS e;
+    IF v_seal_id IS NULL THEN
+        v_seal_id := 0;
+        v_after_x := 0;
+        v_after_d := 0;
+        v_hash := decode(repeat('00', 32), 'hex');
+    END IF;
+    -- the horizon, from a snapshot taken now: the rows read below are read with a snapshot no
+    -- older than it, so every row of a transaction below the horizon is there to be sealed
+    SELECT pg_snapshot_xmin(s)::text::bigint, pg_snapshot_xmax(s)::text::bigint
+      INTO v_horizon, v_next_xid
+      FROM pg_current_snapshot() AS s;
+    IF v_after_x >= v_next_xid THEN
+        -- the chain ends in a transaction this cluster has not reached: a logical copy of the
+        -- database into another cluster (docs/security.md: restoring a sealed log)
+        RAISE WARNING 'memgov: the decision log''s last seal ends at transaction %, ahead of this cluster''s next transaction %; nothing sealed',
+                      v_after_x, v_next_xid
+            USING ERRCODE = 'MG409',
+                  HINT = 'a restored copy must start its transaction counter past the chain: see docs/security.md';
+        v_horizon := 0;
+    END IF;
+    LOOP
+        SELECT count(*)::integer,
+               array_agg(b.decision_id ORDER BY b.xact_id, b.decision_id),
+               string_agg(memgov.decision_digest(b.d), ''::bytea ORDER BY b.xact_id, b.decision_id),
+               max(b.xact_id),
+               max(b.decided_at)
+          INTO v_count, v_ids, v_digests, v_last_x, v_decided
+          -- the digests are taken of the batch only, after the LIMIT (in the subquery's
+          -- target list they would be computed for every remaining row, once per batch)
+          FROM (SELECT d.xact_id, d.decision_id, d.decided_at, d
+                  FROM memgov.decision_log d
+                 WHERE d.xact_id >= v_after_x AND d.xact_id < v_horizon
+                   AND (d.xact_id, d.decision_id) > (v_after_x, v_after_d)
+                 ORDER BY d.xact_id, d.decision_id
+                 LIMIT p_batch_rows) AS b;
+        EXIT WHEN v_count = 0;
+        v_seal_id := v_seal_id + 1;
+        v_new_hash := memgov.seal_hash(v_hash, v_seal_id, v_after_x, v_after_d, v_last_x, v_ids[v_count],
+                                       v_ids, v_digests);
+        INSERT INTO memgov.decision_log_seals
+               (seal_id, sealed_by, horizon_xact_id, after_xact_id, after_decision_id, last_xact_id,
+                last_decision_id, row_count, decision_ids, row_digests, last_decided_at, prev_hash, seal_hash)
+        VALUES (v_seal_id, memgov.invoker_role(), v_horizon, v_after_x, v_after_d, v_last_x,
+                v_ids[v_count], v_count, v_ids, v_digests, v_decided, v_hash, v_new_hash);
+        v_hash := v_new_hash;
+        v_after_x := v_last_x;
+        v_after_d := v_ids[v_count];
+        v_rows := v_rows + v_count;
+        v_seals := v_seals + 1;
+        EXIT WHEN v_count < p_batch_rows;
+    END LOOP;
+    -- the run's summary, when the caller is that run (it holds the maintenance lease)
+    IF p_run_id IS NOT NULL THEN
+        UPDATE memgov.maintenance_runs
+           SET summary = summary || jsonb_build_object('sealed', v_rows)
+         WHERE org_id = '*' AND run_id = p_run_id AND status = 'running'
+           AND memgov.maintenance_holder() = pg_backend_pid();
+    END IF;
+    RETURN jsonb_build_object('sealed', v_rows, 'seals', v_seals, 'last_seal_id', nullif(v_seal_id, 0),
+                              'last_hash', CASE WHEN v_seal_id > 0 THEN encode(v_hash, 'hex') END,
+                              'horizon_xact_id', v_horizon);
+END
+$function$;
+
 CREATE OR REPLACE FUNCTION memgov.verify_decision_log(p_anchor_seal_id bigint DEFAULT NULL::bigint, p_anchor_hash text DEFAULT NULL::text)
  RETURNS jsonb
  LANGUAGE plpgsql
@@ -4707,6 +4998,8 @@ BEGIN
                               'last_hash', encode(v_last.seal_hash, 'hex'), 'decided_before', p_before);
 END
 $function$;
+
+DROP FUNCTION memgov.seal_hash(bytea,bigint,bigint,bigint,bigint,bigint,bigint,bytea,bigint[],bytea);
 
 DROP FUNCTION memgov.guard_settings();
 

@@ -118,3 +118,20 @@ def test_each_revision_s_downgrade_restores_the_schema_before_it(empty_dsn):
         downgrade(empty_dsn, older)
         assert current_revision(empty_dsn) == older
         assert_same_schema(dumps[older], schema_dump(empty_dsn), older, f"{newer} downgraded")
+
+
+def test_downgrade_refuses_seals_that_cover_the_settings_trail(empty_dsn):
+    """0001_initial verifies only 'memgov-seal-v1' hashes: the downgrade refuses while a seal
+    that covers the settings trail is left, and changes nothing."""
+    upgrade(empty_dsn)
+    with psycopg.connect(empty_dsn, autocommit=True) as conn:
+        conn.execute(
+            "INSERT INTO memgov.decision_log_seals (seal_id, sealed_by, horizon_xact_id, after_xact_id,"
+            " after_decision_id, last_xact_id, last_decision_id, row_count, decision_ids, row_digests,"
+            " last_decided_at, prev_hash, seal_hash, settings_change_id, settings_hash)"
+            " VALUES (1, 'x', 2, 0, 0, 1, 1, 1, '{1}', '\\x00'::bytea, now(), '\\x00'::bytea, '\\x00'::bytea,"
+            " 0, '\\x00'::bytea)"
+        )
+    with pytest.raises(Exception, match="cover the settings trail"):
+        downgrade(empty_dsn, "0001_initial")
+    assert current_revision(empty_dsn) == head_revision()

@@ -83,6 +83,9 @@ def test_a_populated_release_upgrades_to_head_and_keeps_governing(released):
         assert (revision, current_revision(dsn)) == (revision, head_revision())
         assert counts(su) == before
         assert intact(su)["rows"] == sealed_before["rows"]
+        # the release's seals keep their v1 hash (no settings head) and verify as they did
+        assert su.execute("SELECT count(*) FROM memgov.decision_log_seals WHERE settings_change_id IS NOT NULL"
+                          ).fetchone() == (0,)  # fmt: skip
         # every deployed decide function is now what this compiler writes for its policy
         for org_id, source, function in su.execute(
             "SELECT org_id, source_yaml, function_name FROM memgov.policy_versions ORDER BY org_id, version"
@@ -132,8 +135,14 @@ def test_a_populated_release_upgrades_to_head_and_keeps_governing(released):
         ).fetchone()
         assert approved == ("approved",)
 
-    # and the sweep seals what the release left unsealed and what came after
+    # and the sweep seals what the release left unsealed and what came after, its seals
+    # covering the settings trail (a change made after the upgrade) after the release's
     with psycopg.connect(dsn, autocommit=True) as su:
+        v1_seals = su.execute("SELECT count(*) FROM memgov.decision_log_seals").fetchone()[0]
+        su.execute("UPDATE memgov.settings SET value = value + 1024 WHERE name = 'max_other_bytes'")
+        (head,) = su.execute("SELECT max(change_id) FROM memgov.settings_changes").fetchone()
         su.execute("CALL memgov.run_maintenance()")
         report = intact(su)
         assert report["unsealed_rows"] == 0 and report["rows"] == counts(su)["decision_log"]
+        heads = su.execute("SELECT settings_change_id FROM memgov.decision_log_seals ORDER BY seal_id").fetchall()
+        assert heads[:v1_seals] == [(None,)] * v1_seals and heads[v1_seals:] and set(heads[v1_seals:]) == {(head,)}
