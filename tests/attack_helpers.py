@@ -12,6 +12,7 @@ SQLSTATE, and the two snapshots are equal.
 
 from __future__ import annotations
 
+import datetime as dt
 import os
 import secrets
 import uuid
@@ -109,6 +110,9 @@ READ_POLICY = POLICY + READ_RULES
 GLOBAL_VERSION = "1.0.0"
 OTHER_VERSION = "7.0.0-globex"
 OTHER_SECRET = "GLOBEX-CONFIDENTIAL-RULE-TEXT"
+
+# A creation time ten days ago: past the seven days of ttl_7d.
+DAYS_AGO_10 = dt.datetime.now(dt.UTC) - dt.timedelta(days=10)
 
 TEXTS = {
     "allowed": ("user_fact", "likes green tea", "0.9"),
@@ -269,8 +273,21 @@ def connect_login(dsn: str, role: str, org: str | None = ORG) -> psycopg.Connect
     return conn
 
 
+def connect_as_role(dsn: str, role: str | None, org: str | None = ORG) -> psycopg.Connection[Any]:
+    """An autocommit superuser connection that has done ``SET ROLE role`` (none if ``role`` is None),
+    with ``memgov.org_id = org``: a role's privileges without a login of its own."""
+    conn = psycopg.connect(dsn, autocommit=True)
+    if role:
+        conn.execute(sql.SQL("SET ROLE {}").format(sql.Identifier(role)))
+    if org is not None:
+        conn.execute("SELECT set_config('memgov.org_id', %s, false)", (org,))
+    return conn
+
+
 #: ``login(role, org='acme')``: the fixture below
 Login = Callable[..., psycopg.Connection[Any]]
+#: ``as_role(role, org='acme')``: tests/db/conftest.py's fixture
+AsRole = Callable[..., psycopg.Connection[Any]]
 
 
 @pytest.fixture
@@ -436,3 +453,43 @@ def memory(su: psycopg.Connection[Any], memory_id: uuid.UUID, org: str = ORG) ->
     )
     row = cur.fetchone()
     return None if row is None else dict(zip([c.name for c in cur.description or ()], row, strict=True))
+
+
+def held(writer: psycopg.Connection[Any], su: psycopg.Connection[Any], **extra: Any) -> tuple[uuid.UUID, uuid.UUID]:
+    """A held INSERT by ``writer``: (memory_id, request_id)."""
+    row = insert(writer, item("held", **extra)).fetchone()
+    assert row is not None and row[1] == "pending_approval", row
+    return row[0], request_of(su, row[0])
+
+
+def quarantined(
+    writer: psycopg.Connection[Any], su: psycopg.Connection[Any], **extra: Any
+) -> tuple[uuid.UUID, uuid.UUID]:
+    """A quarantined INSERT by ``writer``: (memory_id, quarantine_id)."""
+    memory_id = extra.pop("memory_id", None) or uuid.uuid4()
+    cur = insert(writer, item("quarantined", memory_id=memory_id, **extra))
+    assert cur.rowcount == 0
+    return memory_id, quarantine_of(su, memory_id)
+
+
+def bind(su: psycopg.Connection[Any], role: str, org: str) -> None:
+    su.execute("SELECT memgov.grant_tenant(%s, %s)", (role, org))
+
+
+def policy_text(version: str = "2.0.0", description: str = "attack tests") -> str:
+    return POLICY.format(version=version, description=description)
+
+
+def install_call(compiled: Any, org: str = "*", bodies: tuple[str, str, str] | None = None) -> sql.Composed:
+    """memgov.install_policy(...) with named arguments; ``bodies`` replace the compiled ones."""
+    p = compiled.policy
+    decide, explain, retention = bodies or compiled.bodies
+    args = {
+        "p_org_id": org, "p_version": p.version, "p_sha256": p.sha256, "p_mode": p.mode,
+        "p_function_name": compiled.function_name, "p_source_yaml": p.source_text,
+        "p_decide_body": decide, "p_explain_body": explain, "p_retention_body": retention,
+    }  # fmt: skip
+    parts = [sql.SQL("{} => {}").format(sql.Identifier(k), sql.Literal(v)) for k, v in args.items()]
+    parts.append(sql.SQL("p_settings => {}").format(sql.Literal(Jsonb(compiled.settings()))))
+    parts.append(sql.SQL("p_rules => {}").format(sql.Literal(Jsonb(compiled.rule_rows()))))
+    return sql.SQL("SELECT memgov.install_policy({})").format(sql.SQL(", ").join(parts))

@@ -39,6 +39,14 @@ def assert_one_line_error(result: subprocess.CompletedProcess[str], *fragments: 
         assert fragment in lines[0], lines[0]
 
 
+def assert_one_line_failure(result: subprocess.CompletedProcess[str]) -> None:
+    """A refusal: non-zero exit, one line on stderr, no traceback (any wording)."""
+    assert result.returncode != 0, result.stdout
+    lines = result.stderr.strip().splitlines()
+    assert "Traceback" not in result.stderr, result.stderr
+    assert len(lines) == 1, result.stderr
+
+
 @contextmanager
 def raises_sqlstate(code: str) -> Iterator[pytest.ExceptionInfo[psycopg.Error]]:
     """Like pytest.raises, for a database error with SQLSTATE ``code`` (memgov's MGxxx too)."""

@@ -60,7 +60,7 @@ def engine(memgov_dsn) -> Iterator[sa.Engine]:
 
 
 @pytest.fixture
-def admin(db_conn) -> Iterator[str]:
+def admin_login(db_conn) -> Iterator[str]:
     name = "ops_admin_login"
     db_conn.execute(f"DROP ROLE IF EXISTS {name}")
     db_conn.execute(f"CREATE ROLE {name} LOGIN IN ROLE memgov_admin")
@@ -71,7 +71,7 @@ def admin(db_conn) -> Iterator[str]:
 
 
 @pytest.fixture
-def writer(db_conn) -> Iterator[str]:
+def writer_login(db_conn) -> Iterator[str]:
     name = "ops_writer_login"
     db_conn.execute(f"DROP ROLE IF EXISTS {name}")
     db_conn.execute(f"CREATE ROLE {name} LOGIN IN ROLE memgov_writer")
@@ -115,7 +115,7 @@ def test_deploy_runs_in_the_migration_transaction_and_a_later_failure_rolls_it_b
     assert decide(db_conn)["reason_codes"] == ["NO_ACTIVE_POLICY"]
 
 
-def test_two_deploys_in_one_transaction_then_undeploy_walks_back(engine, db_conn, writer):
+def test_two_deploys_in_one_transaction_then_undeploy_walks_back(engine, db_conn, writer_login):
     with engine.begin() as connection:
         op = operations(connection)
         op.deploy_memory_policy(policy_text("1.0.0", "allow"))
@@ -135,7 +135,7 @@ def test_two_deploys_in_one_transaction_then_undeploy_walks_back(engine, db_conn
         assert operations(connection).undeploy_memory_policy("1.0.0") is None
     assert active(db_conn) is None
     # no active policy: the engine fails closed, for a real writer too
-    conn = connect_login(db_conn.info.dsn, writer)
+    conn = connect_login(db_conn.info.dsn, writer_login)
     with raises_sqlstate("MG403"):
         conn.execute(
             "INSERT INTO memgov.long_term_memory_items (org_id, category, fact_text, source, confidence)"
@@ -181,7 +181,7 @@ def test_undeploy_after_a_redeploy_of_an_older_version(engine, db_conn):
         assert op.undeploy_memory_policy("1.0.0") is None
 
 
-def test_undeploy_of_a_second_deploy_of_one_version_keeps_it(engine, db_conn, writer):
+def test_undeploy_of_a_second_deploy_of_one_version_keeps_it(engine, db_conn, writer_login):
     # two revisions deploy 1.0.0: undoing the second leaves the first's deploy, not none
     for _ in range(2):
         with engine.begin() as connection:
@@ -189,7 +189,7 @@ def test_undeploy_of_a_second_deploy_of_one_version_keeps_it(engine, db_conn, wr
     with engine.begin() as connection:
         assert operations(connection).undeploy_memory_policy("1.0.0") == "1.0.0"
     assert active(db_conn) == "1.0.0"
-    conn = connect_login(db_conn.info.dsn, writer)
+    conn = connect_login(db_conn.info.dsn, writer_login)
     stored = conn.execute(
         "INSERT INTO memgov.long_term_memory_items (org_id, category, fact_text, source, confidence)"
         " VALUES ('acme', 'gossip', 'x', 'agent_extracted', 0.9) RETURNING status, policy_version"
@@ -332,12 +332,12 @@ def test_x_writers_and_reviewers_cannot_undeploy_or_touch_the_history(engine, db
     assert active(db_conn) == "2.0.0"
 
 
-def test_an_admin_login_undeploys_and_is_recorded(engine, db_conn, admin):
+def test_an_admin_login_undeploys_and_is_recorded(engine, db_conn, admin_login):
     with engine.begin() as connection:
         op = operations(connection)
         op.deploy_memory_policy(policy_text("1.0.0"))
         op.deploy_memory_policy(policy_text("2.0.0"))
-    conn = connect_login(db_conn.info.dsn, admin, org=None)
+    conn = connect_login(db_conn.info.dsn, admin_login, org=None)
     assert conn.execute("SELECT memgov.undeploy_policy('*', '2.0.0')").fetchone() == ("1.0.0",)
     with raises_sqlstate("42501"):
         conn.execute("DELETE FROM memgov.policy_activations")
@@ -346,7 +346,7 @@ def test_an_admin_login_undeploys_and_is_recorded(engine, db_conn, admin):
         "SELECT version, previous_version, undoes IS NOT NULL, activated_by FROM memgov.policy_activations"
         " ORDER BY activation_id DESC LIMIT 1"
     ).fetchone()
-    assert last == ("1.0.0", "2.0.0", True, admin)
+    assert last == ("1.0.0", "2.0.0", True, admin_login)
 
 
 # -- memgov revision ----------------------------------------------------------------

@@ -29,7 +29,6 @@ from memgov_pg.status import status
 from tests.attack_helpers import (
     ORG,
     OTHER,
-    Login,
     Logins,
     deploy_policies,
     insert,
@@ -62,11 +61,6 @@ def su(db_conn: psycopg.Connection[Any], logins: Logins) -> psycopg.Connection[A
     db_conn.execute("UPDATE memgov.settings SET value = %s WHERE name = 'archive_min_age'", (YEAR,))
     deploy_policies(db_conn)
     return db_conn
-
-
-@pytest.fixture
-def admin(login: Login, logins: Logins) -> psycopg.Connection[Any]:
-    return login(logins.admin)
 
 
 def floor(su: psycopg.Connection[Any]) -> int:

@@ -27,33 +27,18 @@ from tests.attack_helpers import (
     READ_POLICY,
     Login,
     Logins,
-    deploy_policies,
     deploy_policy,
     insert,
     item,
-    memgov_tables,
     memory,
     refused,
     request_of,
     seed,
     snapshot,
 )
-from tests.decision_cases import wipe
 from tests.waiting import blocked_by, join, wait_for
 
 DAYS_AGO_10 = dt.datetime.now(dt.UTC) - dt.timedelta(days=10)
-
-
-@pytest.fixture
-def su(db_conn: psycopg.Connection[Any], logins: Logins) -> psycopg.Connection[Any]:
-    """The superuser: empty tables, no tenant bindings, the attack policy (global + globex)."""
-    wipe(db_conn)
-    with db_conn.transaction():
-        db_conn.execute("SET LOCAL ROLE memgov_owner")
-        if "tenant_grants" in memgov_tables(db_conn):
-            db_conn.execute("DELETE FROM memgov.tenant_grants")
-    deploy_policies(db_conn)
-    return db_conn
 
 
 @pytest.fixture
@@ -61,11 +46,6 @@ def governed(su: psycopg.Connection[Any]) -> psycopg.Connection[Any]:
     """The attack policy with read rules, globally: sensitive memories are withheld from writers."""
     deploy_policy(su, "2.0.0", READ_POLICY)
     return su
-
-
-@pytest.fixture
-def admin(login: Login, logins: Logins) -> psycopg.Connection[Any]:
-    return login(logins.admin)
 
 
 @pytest.fixture

@@ -25,7 +25,6 @@ from tests.attack_helpers import (
     POLICY,
     Login,
     Logins,
-    deploy_policies,
     deploy_policy,
     insert,
     item,
@@ -35,14 +34,6 @@ from tests.attack_helpers import (
     request_of,
     unchanged,
 )
-from tests.decision_cases import wipe
-
-
-@pytest.fixture
-def su(db_conn: psycopg.Connection[Any], logins: Logins) -> psycopg.Connection[Any]:
-    wipe(db_conn)
-    deploy_policies(db_conn)
-    return db_conn
 
 
 def engine_of(memgov_dsn: str, role: str, org: str = "acme") -> SyncMemoryPolicyEngine:

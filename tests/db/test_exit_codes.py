@@ -32,7 +32,7 @@ def maintenance_runs(conn: psycopg.Connection[Any]) -> int:
 
 
 @pytest.fixture
-def admin(db_conn):
+def su(db_conn):
     wipe(db_conn)
     return db_conn
 
@@ -46,7 +46,7 @@ def test_the_codes_are_the_documented_ones():
         assert f"| {int(code)} |" in table, f"exit code {int(code)} is missing from docs/operations.md's table"
 
 
-def test_ok_is_0(admin, memgov_dsn):
+def test_ok_is_0(su, memgov_dsn):
     result = run_memgov("validate", DEFAULT)
     assert result.returncode == ExitCode.OK, result.stderr
 
@@ -69,32 +69,32 @@ def test_usage_is_2(args):
     assert "Traceback" not in result.stderr
 
 
-def test_sweep_in_progress_is_3_and_does_nothing(admin, memgov_dsn):
-    runs = maintenance_runs(admin)
+def test_sweep_in_progress_is_3_and_does_nothing(su, memgov_dsn):
+    runs = maintenance_runs(su)
     with psycopg.connect(memgov_dsn, autocommit=True) as holder:
         holder.execute("SELECT memgov.claim_maintenance()")  # what a run in progress holds
         result = run_memgov("retention", "run", "--dsn", memgov_dsn)
     assert result.returncode == ExitCode.BUSY, result.stderr
     assert_one_line_error(result, "another maintenance run is in progress")
-    assert maintenance_runs(admin) == runs
+    assert maintenance_runs(su) == runs
 
 
-def test_lock_not_granted_within_lock_timeout_is_3_and_deploys_nothing(admin, memgov_dsn):
+def test_lock_not_granted_within_lock_timeout_is_3_and_deploys_nothing(su, memgov_dsn):
     """A DBA's `PGOPTIONS='-c lock_timeout=…'` turns waiting for another deploy into exit 3 (55P03)."""
-    before = deployed_versions(admin)
+    before = deployed_versions(su)
     with psycopg.connect(memgov_dsn) as holder:  # a deploy in progress holds this row
         holder.execute("SELECT FROM memgov.engine_locks WHERE name = 'deploy' FOR UPDATE")
         result = run_memgov("deploy", DEFAULT, "--dsn", memgov_dsn, env={"PGOPTIONS": "-c lock_timeout=300ms"})
         holder.rollback()
     assert result.returncode == ExitCode.BUSY, result.stderr
     assert_one_line_error(result, "[55P03]")
-    assert deployed_versions(admin) == before
+    assert deployed_versions(su) == before
 
 
-def test_interrupt_is_130_and_rolls_back(admin, memgov_dsn):
+def test_interrupt_is_130_and_rolls_back(su, memgov_dsn):
     """Ctrl-C while `memgov deploy` waits for another deploy: exit 130, nothing deployed, and its
     backend waits no more (the query was cancelled, not left waiting for the lock)."""
-    before = deployed_versions(admin)
+    before = deployed_versions(su)
     env = {k: v for k, v in os.environ.items() if k not in ("MEMGOV_DSN", "MEMGOV_HOME")}
     with psycopg.connect(memgov_dsn) as holder:
         holder.execute("SELECT FROM memgov.engine_locks WHERE name = 'deploy' FOR UPDATE")
@@ -107,11 +107,11 @@ def test_interrupt_is_130_and_rolls_back(admin, memgov_dsn):
             preexec_fn=_default_sigint,
         )  # fmt: skip
         try:
-            deploying = wait_for(lambda: _waiting_for(admin, holder_pid), "memgov deploy to wait for the deploy lock")
+            deploying = wait_for(lambda: _waiting_for(su, holder_pid), "memgov deploy to wait for the deploy lock")
             proc.send_signal(signal.SIGINT)
             _, stderr = proc.communicate(timeout=DEADLINE)
             # the lock is still held: a backend that waits no more had its query cancelled
-            wait_for(lambda: not blocked_by(admin, deploying, holder_pid), "the interrupted deploy to stop waiting")
+            wait_for(lambda: not blocked_by(su, deploying, holder_pid), "the interrupted deploy to stop waiting")
         finally:
             if proc.poll() is None:
                 proc.kill()
@@ -119,7 +119,7 @@ def test_interrupt_is_130_and_rolls_back(admin, memgov_dsn):
         holder.rollback()
     assert proc.returncode == ExitCode.INTERRUPTED, stderr
     assert stderr.strip().splitlines() == ["memgov: interrupted"], stderr
-    assert deployed_versions(admin) == before
+    assert deployed_versions(su) == before
 
 
 def _default_sigint() -> None:

@@ -20,13 +20,10 @@ from tests.attack_helpers import (
     ORG,
     OTHER,
     POLICY,
-    Logins,
-    deploy_policies,
     deploy_policy,
     insert,
     item,
     login_dsn,
-    memgov_tables,
     memory,
     refused,
     seed,
@@ -34,21 +31,8 @@ from tests.attack_helpers import (
     unchanged,
 )
 from tests.cli_helpers import assert_one_line_error, run_memgov
-from tests.decision_cases import wipe
 
 SUBJECT = "user-42"
-
-
-@pytest.fixture
-def su(db_conn: psycopg.Connection[Any], logins: Logins) -> psycopg.Connection[Any]:
-    """The superuser: empty tables, no tenant bindings, the attack policy (global + globex)."""
-    wipe(db_conn)
-    with db_conn.transaction():
-        db_conn.execute("SET LOCAL ROLE memgov_owner")
-        if "tenant_grants" in memgov_tables(db_conn):
-            db_conn.execute("DELETE FROM memgov.tenant_grants")
-    deploy_policies(db_conn)
-    return db_conn
 
 
 def forget_where(conn: psycopg.Connection[Any], where: dict[str, Any], dry_run: bool = False) -> dict[str, Any]:

@@ -39,17 +39,14 @@ from tests.attack_helpers import (
     Login,
     Logins,
     assert_same,
-    deploy_policies,
     insert,
     item,
     login_dsn,
-    memgov_tables,
     refused,
     snapshot,
     unchanged,
 )
 from tests.cli_helpers import run_memgov
-from tests.decision_cases import wipe
 from tests.waiting import DEADLINE
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -64,26 +61,6 @@ SLOW_REGEX = "([a-m]*[n-z]*){1,255}#"
 
 
 # -- fixtures and helpers ------------------------------------------------------------
-
-
-@pytest.fixture
-def su(db_conn: psycopg.Connection[Any], logins: Logins) -> psycopg.Connection[Any]:
-    """The superuser: empty tables, the attack policy (global + globex) and nothing else."""
-    wipe(db_conn)
-    tables = memgov_tables(db_conn)
-    with db_conn.transaction():
-        db_conn.execute("SET LOCAL ROLE memgov_owner")
-        if "tenant_grants" in tables:
-            db_conn.execute("DELETE FROM memgov.tenant_grants")
-        if "settings" in tables:
-            db_conn.execute("UPDATE memgov.settings SET value = 65536 WHERE name = 'max_fact_text_bytes'")
-    deploy_policies(db_conn)
-    return db_conn
-
-
-@pytest.fixture
-def admin(login: Login, logins: Logins) -> psycopg.Connection[Any]:
-    return login(logins.admin)
 
 
 @pytest.fixture

@@ -22,29 +22,14 @@ from tests.attack_helpers import (
     POLICY,
     READ_POLICY,
     Logins,
-    deploy_policies,
     deploy_policy,
     insert,
     item,
-    memgov_tables,
     refused,
     seed,
     unchanged,
 )
-from tests.decision_cases import wipe
 from tests.waiting import blocked_by, join, wait_for
-
-
-@pytest.fixture
-def su(db_conn: psycopg.Connection[Any], logins: Logins) -> psycopg.Connection[Any]:
-    """Empty tables, the attack policy (reads not governed), globally and for globex."""
-    wipe(db_conn)
-    with db_conn.transaction():
-        db_conn.execute("SET LOCAL ROLE memgov_owner")
-        if "tenant_grants" in memgov_tables(db_conn):
-            db_conn.execute("DELETE FROM memgov.tenant_grants")
-    deploy_policies(db_conn)
-    return db_conn
 
 
 @pytest.fixture

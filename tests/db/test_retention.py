@@ -22,6 +22,7 @@ from psycopg import errors
 
 from memgov_pg.compiler import compile_policy
 from memgov_pg.policy import load_policy
+from tests.attack_helpers import AsRole, connect_as_role
 from tests.decision_cases import wipe
 from tests.waiting import DEADLINE, blocked_by, join, wait_for
 
@@ -46,26 +47,17 @@ def deploy(conn: psycopg.Connection[Any], version: str = "1.0.0", *, batch_size:
 
 
 @pytest.fixture
-def admin(db_conn):
+def su(db_conn):
     """Superuser connection; every test starts from empty tables and the test policy."""
     wipe(db_conn)
     deploy(db_conn)
     return db_conn
 
 
-def session(dsn: str, role: str | None = None, org: str | None = ORG) -> psycopg.Connection[Any]:
-    conn = psycopg.connect(dsn, autocommit=True)
-    if role:
-        conn.execute(f"SET ROLE {role}")
-    if org is not None:
-        conn.execute("SELECT set_config('memgov.org_id', %s, false)", (org,))
-    return conn
-
-
 @pytest.fixture
-def writer(memgov_dsn, admin):
-    with session(memgov_dsn, "memgov_writer") as conn:
-        yield conn
+def writer(as_role: AsRole) -> psycopg.Connection[Any]:
+    """memgov_writer by SET ROLE in tenant acme (not a login: the attack tests use logins)."""
+    return as_role("memgov_writer")
 
 
 def remember(conn: psycopg.Connection[Any], text: str = "a fact", confidence: str = "0.9",
@@ -79,25 +71,25 @@ def remember(conn: psycopg.Connection[Any], text: str = "a fact", confidence: st
     ).fetchone()[0]
 
 
-def backdate(admin: psycopg.Connection[Any], memory_id: uuid.UUID, column: str, age: str) -> None:
+def backdate(su: psycopg.Connection[Any], memory_id: uuid.UUID, column: str, age: str) -> None:
     """Let ``age`` pass for one engine-maintained timestamp of a memory (as memgov_owner)."""
     assert column in ("created_at", "low_confidence_since", "last_confirmed_at")
-    with admin.transaction():
-        admin.execute("SET LOCAL ROLE memgov_owner")
-        admin.execute(
+    with su.transaction():
+        su.execute("SET LOCAL ROLE memgov_owner")
+        su.execute(
             f"UPDATE memgov.long_term_memory_items SET {column} = now() - %s::interval WHERE memory_id = %s",
             (age, memory_id),
         )
 
 
-def row(admin: psycopg.Connection[Any], memory_id: uuid.UUID) -> dict[str, Any] | None:
-    cur = admin.execute("SELECT * FROM memgov.long_term_memory_items WHERE memory_id = %s", (memory_id,))
+def row(su: psycopg.Connection[Any], memory_id: uuid.UUID) -> dict[str, Any] | None:
+    cur = su.execute("SELECT * FROM memgov.long_term_memory_items WHERE memory_id = %s", (memory_id,))
     found = cur.fetchone()
     return None if found is None else dict(zip([c.name for c in cur.description], found, strict=True))
 
 
-def alive(admin: psycopg.Connection[Any], *ids: uuid.UUID) -> set[uuid.UUID]:
-    return {r[0] for r in admin.execute(
+def alive(su: psycopg.Connection[Any], *ids: uuid.UUID) -> set[uuid.UUID]:
+    return {r[0] for r in su.execute(
         "SELECT memory_id FROM memgov.long_term_memory_items WHERE memory_id = ANY(%s)", (list(ids),))}  # fmt: skip
 
 
@@ -106,9 +98,9 @@ def sweep(conn: psycopg.Connection[Any], dry_run: bool = False) -> dict[str, Any
     return conn.execute("SELECT summary FROM memgov.maintenance_runs ORDER BY run_id DESC LIMIT 1").fetchone()[0]
 
 
-def deletions(admin: psycopg.Connection[Any]) -> list[tuple[Any, ...]]:
+def deletions(su: psycopg.Connection[Any]) -> list[tuple[Any, ...]]:
     """A row per deleted memory (the log holds a row per batch and tenant, with their ids)."""
-    return admin.execute(
+    return su.execute(
         "SELECT m.memory_id, d.org_id, d.reason, d.rule_id, d.policy_version"
         " FROM memgov.deletion_log d CROSS JOIN LATERAL unnest(d.memory_ids) AS m(memory_id)"
         " ORDER BY d.deletion_id, m.memory_id"
@@ -123,37 +115,37 @@ def logged_ids(conn: psycopg.Connection[Any], where: str = "true", params: tuple
 # -- bookkeeping by the trigger -------------------------------------------------------------
 
 
-def test_expires_at_follows_retention_policy_and_created_at(writer, admin):
+def test_expires_at_follows_retention_policy_and_created_at(writer, su):
     week = remember(writer, retention="ttl_7d")
     month = remember(writer, retention="ttl_30d")
     forever = remember(writer)
     for memory_id, days in ((week, 7), (month, 30)):
-        r = row(admin, memory_id)
+        r = row(su, memory_id)
         assert (r["expires_at"] - r["created_at"]).total_seconds() == days * 86400
-    assert row(admin, forever)["expires_at"] is None
-    backdate(admin, week, "created_at", "3 days")
-    r = row(admin, week)
+    assert row(su, forever)["expires_at"] is None
+    backdate(su, week, "created_at", "3 days")
+    r = row(su, week)
     assert (r["expires_at"] - r["created_at"]).total_seconds() == 7 * 86400
 
     # a new retention_policy recomputes it
     writer.execute(
         "UPDATE memgov.long_term_memory_items SET retention_policy = 'ttl_30d' WHERE memory_id = %s", (week,)
     )
-    r = row(admin, week)
+    r = row(su, week)
     assert (r["expires_at"] - r["created_at"]).total_seconds() == 30 * 86400
     writer.execute(
         "UPDATE memgov.long_term_memory_items SET retention_policy = 'permanent_until_revoked' WHERE memory_id = %s",
         (week,),
     )
-    assert row(admin, week)["expires_at"] is None
+    assert row(su, week)["expires_at"] is None
 
 
-def test_low_confidence_since_is_set_below_the_floor_and_cleared_above(writer, admin):
+def test_low_confidence_since_is_set_below_the_floor_and_cleared_above(writer, su):
     memory_id = remember(writer, confidence="0.2", retention="confidence_based")
-    r = row(admin, memory_id)
+    r = row(su, memory_id)
     assert r["low_confidence_since"] == r["created_at"]
-    backdate(admin, memory_id, "low_confidence_since", "10 days")
-    since = row(admin, memory_id)["low_confidence_since"]
+    backdate(su, memory_id, "low_confidence_since", "10 days")
+    since = row(su, memory_id)["low_confidence_since"]
 
     def set_confidence(value: str) -> None:
         writer.execute(
@@ -161,32 +153,32 @@ def test_low_confidence_since_is_set_below_the_floor_and_cleared_above(writer, a
         )
 
     set_confidence("0.25")  # still below: the clock keeps running
-    assert row(admin, memory_id)["low_confidence_since"] == since
+    assert row(su, memory_id)["low_confidence_since"] == since
     set_confidence("0.3")  # at the floor is not below it
-    assert row(admin, memory_id)["low_confidence_since"] is None
+    assert row(su, memory_id)["low_confidence_since"] is None
     set_confidence("0.1")  # below again: a new clock
-    assert row(admin, memory_id)["low_confidence_since"] > since
+    assert row(su, memory_id)["low_confidence_since"] > since
 
     # only confidence_based memories carry it; a new retention_policy recomputes it
     writer.execute("UPDATE memgov.long_term_memory_items SET retention_policy = 'ttl_7d' WHERE memory_id = %s",
                    (memory_id,))  # fmt: skip
-    assert row(admin, memory_id)["low_confidence_since"] is None
+    assert row(su, memory_id)["low_confidence_since"] is None
     writer.execute(
         "UPDATE memgov.long_term_memory_items SET retention_policy = 'confidence_based' WHERE memory_id = %s",
         (memory_id,),
     )
-    assert row(admin, memory_id)["low_confidence_since"] is not None
-    assert row(admin, remember(writer, confidence="0.9", retention="confidence_based"))["low_confidence_since"] is None
-    assert row(admin, remember(writer, confidence="0.1"))["low_confidence_since"] is None  # permanent
+    assert row(su, memory_id)["low_confidence_since"] is not None
+    assert row(su, remember(writer, confidence="0.9", retention="confidence_based"))["low_confidence_since"] is None
+    assert row(su, remember(writer, confidence="0.1"))["low_confidence_since"] is None  # permanent
 
 
-def test_feedback_keeps_the_clock_too(writer, admin, memgov_dsn):
+def test_feedback_keeps_the_clock_too(writer, su, memgov_dsn):
     memory_id = remember(writer, confidence="0.5", retention="confidence_based")
-    with session(memgov_dsn, "memgov_reviewer") as reviewer:
+    with connect_as_role(memgov_dsn, "memgov_reviewer") as reviewer:
         reviewer.execute("SELECT memgov.reject(%s)", (memory_id,))  # 0.2
-        assert row(admin, memory_id)["low_confidence_since"] is not None
+        assert row(su, memory_id)["low_confidence_since"] is not None
         reviewer.execute("SELECT memgov.confirm(%s)", (memory_id,))  # 0.3
-        assert row(admin, memory_id)["low_confidence_since"] is None
+        assert row(su, memory_id)["low_confidence_since"] is None
 
 
 def test_writers_cannot_set_the_engines_columns(writer):
@@ -206,88 +198,88 @@ def test_writers_cannot_set_the_engines_columns(writer):
     ("ttl_7d", "6 days 23 hours", "7 days 1 minute"),
     ("ttl_30d", "29 days 23 hours", "30 days 1 minute"),
 ])  # fmt: skip
-def test_ttl_on_both_sides_of_the_boundary(writer, admin, policy, kept_age, gone_age):
+def test_ttl_on_both_sides_of_the_boundary(writer, su, policy, kept_age, gone_age):
     kept = remember(writer, "kept", retention=policy)
     gone = remember(writer, "gone", retention=policy)
-    backdate(admin, kept, "created_at", kept_age)
-    backdate(admin, gone, "created_at", gone_age)
-    summary = sweep(admin)
-    assert alive(admin, kept, gone) == {kept}
+    backdate(su, kept, "created_at", kept_age)
+    backdate(su, gone, "created_at", gone_age)
+    summary = sweep(su)
+    assert alive(su, kept, gone) == {kept}
     assert summary["deleted"] == {"ttl": 1, "confidence": 0, "auto_delete": 0}
-    assert deletions(admin) == [(gone, ORG, "ttl", None, "1.0.0")]
+    assert deletions(su) == [(gone, ORG, "ttl", None, "1.0.0")]
 
 
-def test_confidence_based_on_both_sides_of_the_grace(writer, admin):
+def test_confidence_based_on_both_sides_of_the_grace(writer, su):
     kept = remember(writer, "kept", confidence="0.2", retention="confidence_based")
     gone = remember(writer, "gone", confidence="0.2", retention="confidence_based")
     above = remember(writer, "above the floor", confidence="0.3", retention="confidence_based")
-    backdate(admin, kept, "low_confidence_since", "29 days 23 hours")
-    backdate(admin, gone, "low_confidence_since", "30 days 1 minute")
-    backdate(admin, above, "created_at", "400 days")
-    summary = sweep(admin)
-    assert alive(admin, kept, gone, above) == {kept, above}
+    backdate(su, kept, "low_confidence_since", "29 days 23 hours")
+    backdate(su, gone, "low_confidence_since", "30 days 1 minute")
+    backdate(su, above, "created_at", "400 days")
+    summary = sweep(su)
+    assert alive(su, kept, gone, above) == {kept, above}
     assert summary["deleted"]["confidence"] == 1
-    assert deletions(admin) == [(gone, ORG, "confidence", None, "1.0.0")]
+    assert deletions(su) == [(gone, ORG, "confidence", None, "1.0.0")]
 
 
-def test_raising_confidence_resets_the_grace(writer, admin, memgov_dsn):
+def test_raising_confidence_resets_the_grace(writer, su, memgov_dsn):
     memory_id = remember(writer, confidence="0.25", retention="confidence_based")
-    backdate(admin, memory_id, "low_confidence_since", "60 days")
-    with session(memgov_dsn, "memgov_reviewer") as reviewer:
+    backdate(su, memory_id, "low_confidence_since", "60 days")
+    with connect_as_role(memgov_dsn, "memgov_reviewer") as reviewer:
         reviewer.execute("SELECT memgov.confirm(%s)", (memory_id,))  # 0.35: above the floor
-        sweep(admin)
-        assert alive(admin, memory_id) == {memory_id}
-        (before_reject,) = admin.execute("SELECT now()").fetchone()
+        sweep(su)
+        assert alive(su, memory_id) == {memory_id}
+        (before_reject,) = su.execute("SELECT now()").fetchone()
         reviewer.execute("SELECT memgov.reject(%s)", (memory_id,))  # 0.05: below again, a fresh clock
-    sweep(admin)
-    assert alive(admin, memory_id) == {memory_id}
-    assert row(admin, memory_id)["low_confidence_since"] >= before_reject
+    sweep(su)
+    assert alive(su, memory_id) == {memory_id}
+    assert row(su, memory_id)["low_confidence_since"] >= before_reject
 
 
-def test_a_lowered_floor_spares_memories_now_above_it(writer, admin):
+def test_a_lowered_floor_spares_memories_now_above_it(writer, su):
     memory_id = remember(writer, confidence="0.25", retention="confidence_based")
-    backdate(admin, memory_id, "low_confidence_since", "60 days")
-    deploy(admin, "2.0.0", floor="0.2")
-    assert admin.execute("SELECT memgov.apply_retention(%s)", (memory_id,)).fetchone()[0]["deleted"] is False
-    sweep(admin)
-    assert alive(admin, memory_id) == {memory_id}
+    backdate(su, memory_id, "low_confidence_since", "60 days")
+    deploy(su, "2.0.0", floor="0.2")
+    assert su.execute("SELECT memgov.apply_retention(%s)", (memory_id,)).fetchone()[0]["deleted"] is False
+    sweep(su)
+    assert alive(su, memory_id) == {memory_id}
 
 
-def test_auto_delete_rules_but_never_permanent_until_revoked(writer, admin):
+def test_auto_delete_rules_but_never_permanent_until_revoked(writer, su):
     scratch = remember(writer, "scratch note", confidence="0.4", category="scratch", retention="ttl_30d")
     confident = remember(writer, "confident scratch", confidence="0.6", category="scratch", retention="ttl_30d")
     permanent = remember(writer, "permanent scratch", confidence="0.0", category="scratch")
     old_permanent = remember(writer, "old and unsure", confidence="0.0")
-    backdate(admin, permanent, "created_at", "1000 days")
-    backdate(admin, old_permanent, "created_at", "1000 days")
-    summary = sweep(admin)
-    assert alive(admin, scratch, confident, permanent, old_permanent) == {confident, permanent, old_permanent}
+    backdate(su, permanent, "created_at", "1000 days")
+    backdate(su, old_permanent, "created_at", "1000 days")
+    summary = sweep(su)
+    assert alive(su, scratch, confident, permanent, old_permanent) == {confident, permanent, old_permanent}
     assert summary["deleted"] == {"ttl": 0, "confidence": 0, "auto_delete": 1}
-    assert deletions(admin) == [(scratch, ORG, "auto_delete", "drop-scratch", "1.0.0")]
-    assert admin.execute("SELECT memgov.apply_retention(%s)", (permanent,)).fetchone()[0]["deleted"] is False
+    assert deletions(su) == [(scratch, ORG, "auto_delete", "drop-scratch", "1.0.0")]
+    assert su.execute("SELECT memgov.apply_retention(%s)", (permanent,)).fetchone()[0]["deleted"] is False
 
 
-def test_each_tenant_is_swept_by_its_own_policy(writer, admin, memgov_dsn):
+def test_each_tenant_is_swept_by_its_own_policy(writer, su, memgov_dsn):
     no_auto_delete = POLICY.replace('version: "{version}"', 'version: "7.0.0"').split("  - {{id: drop-scratch")[0]
-    deploy(admin, tenant="beta", text=no_auto_delete.format(batch_size=5000, floor="0.3"))
+    deploy(su, tenant="beta", text=no_auto_delete.format(batch_size=5000, floor="0.3"))
     acme = remember(writer, "acme scratch", confidence="0.1", category="scratch", retention="ttl_30d")
-    with session(memgov_dsn, "memgov_writer", "beta") as beta_writer:
+    with connect_as_role(memgov_dsn, "memgov_writer", "beta") as beta_writer:
         beta = remember(beta_writer, "beta scratch", confidence="0.1", category="scratch", retention="ttl_30d",
                         org="beta")  # fmt: skip
         beta_week = remember(beta_writer, "beta week", retention="ttl_7d", org="beta")
-    backdate(admin, beta_week, "created_at", "8 days")
-    sweep(admin)
-    assert alive(admin, acme, beta, beta_week) == {beta}
-    assert sorted(deletions(admin), key=str) == sorted(
+    backdate(su, beta_week, "created_at", "8 days")
+    sweep(su)
+    assert alive(su, acme, beta, beta_week) == {beta}
+    assert sorted(deletions(su), key=str) == sorted(
         [(acme, ORG, "auto_delete", "drop-scratch", "1.0.0"), (beta_week, "beta", "ttl", None, "7.0.0")], key=str
     )
 
 
-def test_the_auto_delete_walk_covers_the_whole_table_in_small_batches(admin):
-    deploy(admin, "2.0.0", batch_size=7)
-    with admin.transaction():
-        admin.execute("SET LOCAL ROLE memgov_owner")
-        admin.execute(
+def test_the_auto_delete_walk_covers_the_whole_table_in_small_batches(su):
+    deploy(su, "2.0.0", batch_size=7)
+    with su.transaction():
+        su.execute("SET LOCAL ROLE memgov_owner")
+        su.execute(
             "INSERT INTO memgov.long_term_memory_items (org_id, category, fact_text, source, confidence,"
             " retention_policy)"
             " SELECT %s, CASE WHEN g %% 10 = 0 THEN 'scratch' ELSE 'user_fact' END, 'row ' || g,"
@@ -295,14 +287,14 @@ def test_the_auto_delete_walk_covers_the_whole_table_in_small_batches(admin):
             " FROM generate_series(1, 600) g",
             (ORG,),
         )
-    summary = sweep(admin)
+    summary = sweep(su)
     assert summary["deleted"]["auto_delete"] == 30  # 60 scratch rows, half of them permanent
-    left = admin.execute(
+    left = su.execute(
         "SELECT count(*) FILTER (WHERE category = 'scratch'), count(*) FROM memgov.long_term_memory_items"
     ).fetchone()
     assert left == (30, 570)
     assert "cursor" not in summary and "blocks" not in summary
-    batches = admin.execute("SELECT count(DISTINCT xmin::text) FROM memgov.deletion_log").fetchone()[0]
+    batches = su.execute("SELECT count(DISTINCT xmin::text) FROM memgov.deletion_log").fetchone()[0]
     assert batches > 1
 
 
@@ -317,114 +309,114 @@ def test_the_auto_delete_walk_covers_the_whole_table_in_small_batches(admin):
      " {field: category, operator: eq, value: scratch}], action: auto_delete}]", None, "high"),
     ("[{id: a, priority: 10, condition: {confidence: {gt: 0.9}}, action: auto_delete}]", None, "low"),
 ])  # fmt: skip
-def test_the_walk_passes_over_confidences_no_auto_delete_rule_can_match(writer, admin, rules, bound, kept):
+def test_the_walk_passes_over_confidences_no_auto_delete_rule_can_match(writer, su, rules, bound, kept):
     text = POLICY.split("rules:")[0].format(version="8.0.0", batch_size=5000, floor="0.3") + f"rules: {rules}\n"
-    deploy(admin, text=text)
-    got = admin.execute("SELECT memgov.auto_delete_confidence_bound()").fetchone()[0]
+    deploy(su, text=text)
+    got = su.execute("SELECT memgov.auto_delete_confidence_bound()").fetchone()[0]
     assert got == (None if bound is None else Decimal(bound))
     # whatever the bound, the walk deletes what the rules match and nothing else
     low = remember(writer, "scratch", confidence="0.1", category="scratch", retention="ttl_30d")
     high = remember(writer, "confident", confidence="0.95", category="user_fact", retention="ttl_30d")
-    sweep(admin)
-    assert alive(admin, low, high) == {high if kept == "high" else low}
+    sweep(su)
+    assert alive(su, low, high) == {high if kept == "high" else low}
 
 
-def test_no_auto_delete_rule_means_no_table_walk(writer, admin):
-    deploy(admin, text=POLICY.split("  - {{id: drop-scratch")[0].format(version="3.0.0", batch_size=1, floor="0.3"))
+def test_no_auto_delete_rule_means_no_table_walk(writer, su):
+    deploy(su, text=POLICY.split("  - {{id: drop-scratch")[0].format(version="3.0.0", batch_size=1, floor="0.3"))
     for i in range(50):
         remember(writer, f"fact {i}", confidence="0.1", category="scratch", retention="ttl_30d")
-    before = admin.execute("SELECT pg_current_xact_id()::text::bigint").fetchone()[0]
-    summary = sweep(admin)
-    after = admin.execute("SELECT pg_current_xact_id()::text::bigint").fetchone()[0]
+    before = su.execute("SELECT pg_current_xact_id()::text::bigint").fetchone()[0]
+    summary = sweep(su)
+    after = su.execute("SELECT pg_current_xact_id()::text::bigint").fetchone()[0]
     assert summary["deleted"]["auto_delete"] == 0
     # batch_size 1: a walk would have committed one transaction per row
     assert after - before < 20
 
 
-def test_the_deletion_log_never_holds_the_text(writer, admin):
+def test_the_deletion_log_never_holds_the_text(writer, su):
     marker = f"the-secret-recipe-{uuid.uuid4()}"
     gone = remember(writer, marker, retention="ttl_7d")
-    backdate(admin, gone, "created_at", "8 days")
-    sweep(admin)
-    assert row(admin, gone) is None
-    columns = [r[0] for r in admin.execute(
+    backdate(su, gone, "created_at", "8 days")
+    sweep(su)
+    assert row(su, gone) is None
+    columns = [r[0] for r in su.execute(
         "SELECT column_name FROM information_schema.columns"
         " WHERE table_schema = 'memgov' AND table_name = 'deletion_log' ORDER BY ordinal_position")]  # fmt: skip
     assert columns == ["deletion_id", "deleted_at", "org_id", "reason", "rule_id", "policy_version", "run_id",
                        "memory_count", "memory_ids"]  # fmt: skip
-    logged = admin.execute("SELECT to_jsonb(d) FROM memgov.deletion_log d").fetchall()
+    logged = su.execute("SELECT to_jsonb(d) FROM memgov.deletion_log d").fetchall()
     assert len(logged) == 1 and marker not in str(logged)
     assert logged[0][0]["memory_ids"] == [str(gone)] and logged[0][0]["deleted_at"]
-    assert marker not in str(admin.execute("SELECT summary FROM memgov.maintenance_runs").fetchall())
+    assert marker not in str(su.execute("SELECT summary FROM memgov.maintenance_runs").fetchall())
 
 
-def test_reviewers_read_their_tenants_deletions_only(writer, admin, memgov_dsn):
+def test_reviewers_read_their_tenants_deletions_only(writer, su, memgov_dsn):
     gone = remember(writer, retention="ttl_7d")
-    backdate(admin, gone, "created_at", "8 days")
-    sweep(admin)
-    with session(memgov_dsn, "memgov_reviewer") as reviewer:
+    backdate(su, gone, "created_at", "8 days")
+    sweep(su)
+    with connect_as_role(memgov_dsn, "memgov_reviewer") as reviewer:
         assert logged_ids(reviewer) == [gone]
-    with session(memgov_dsn, "memgov_reviewer", "beta") as other:
+    with connect_as_role(memgov_dsn, "memgov_reviewer", "beta") as other:
         assert other.execute("SELECT count(*) FROM memgov.deletion_log").fetchone()[0] == 0
-    with session(memgov_dsn, "memgov_writer") as w, pytest.raises(errors.InsufficientPrivilege):
+    with connect_as_role(memgov_dsn, "memgov_writer") as w, pytest.raises(errors.InsufficientPrivilege):
         w.execute("SELECT count(*) FROM memgov.deletion_log")
 
 
 # -- approvals -------------------------------------------------------------------------------
 
 
-def test_stale_approval_requests_expire(writer, admin):
+def test_stale_approval_requests_expire(writer, su):
     stale = remember(writer, "HOLDME stale")
     fresh = remember(writer, "HOLDME fresh")
     kept_row = remember(writer, "an active fact")
     writer.execute("UPDATE memgov.long_term_memory_items SET fact_text = 'HOLDME changed' WHERE memory_id = %s",
                    (kept_row,))  # fmt: skip
-    with admin.transaction():
-        admin.execute("SET LOCAL ROLE memgov_owner")
-        admin.execute("UPDATE memgov.approval_requests SET requested_at = now() - interval '7 days 1 minute'"
+    with su.transaction():
+        su.execute("SET LOCAL ROLE memgov_owner")
+        su.execute("UPDATE memgov.approval_requests SET requested_at = now() - interval '7 days 1 minute'"
                       " WHERE memory_id = ANY(%s)", ([stale, kept_row],))  # fmt: skip
-        admin.execute("UPDATE memgov.approval_requests SET requested_at = now() - interval '6 days 23 hours'"
+        su.execute("UPDATE memgov.approval_requests SET requested_at = now() - interval '6 days 23 hours'"
                       " WHERE memory_id = %s", (fresh,))  # fmt: skip
-    summary = sweep(admin)
+    summary = sweep(su)
     assert summary["expired"] == {"approvals": 2}
     requests = dict(
-        admin.execute(
+        su.execute(
             "SELECT memory_id, status || '/' || coalesce(decided_by, '-') FROM memgov.approval_requests"
         ).fetchall()
     )
     assert requests == {stale: "expired/memgov", kept_row: "expired/memgov", fresh: "pending/-"}
     # a held INSERT goes with its request; a held UPDATE leaves the row as it was
-    assert alive(admin, stale, fresh, kept_row) == {fresh, kept_row}
-    assert row(admin, kept_row)["fact_text"] == "an active fact"
+    assert alive(su, stale, fresh, kept_row) == {fresh, kept_row}
+    assert row(su, kept_row)["fact_text"] == "an active fact"
 
 
 # -- the run: summary, batches, dry run, who may run it ------------------------------------------
 
 
-def test_summary_is_recorded_and_a_second_run_finds_nothing(writer, admin):
+def test_summary_is_recorded_and_a_second_run_finds_nothing(writer, su):
     ids = [remember(writer, f"fact {i}", retention="ttl_7d") for i in range(3)]
     for memory_id in ids:
-        backdate(admin, memory_id, "created_at", "8 days")
-    first = sweep(admin)
+        backdate(su, memory_id, "created_at", "8 days")
+    first = sweep(su)
     assert first["deleted"]["ttl"] == 3 and first["dry_run"] is False
     assert set(first) >= {"run_id", "started_at", "finished_at", "cron_history_pruned", "expired"}
     assert "cursor" not in first
-    admin.execute("SET synchronous_commit = remote_apply")
-    second = sweep(admin)
+    su.execute("SET synchronous_commit = remote_apply")
+    second = sweep(su)
     assert second["deleted"] == {"ttl": 0, "confidence": 0, "auto_delete": 0}
     # the batches commit without waiting for the disk; the caller's session keeps its setting
-    assert admin.execute("SHOW synchronous_commit").fetchone()[0] == "remote_apply"
-    admin.execute("RESET synchronous_commit")
-    runs = admin.execute("SELECT status, run_by FROM memgov.maintenance_runs ORDER BY run_id").fetchall()
+    assert su.execute("SHOW synchronous_commit").fetchone()[0] == "remote_apply"
+    su.execute("RESET synchronous_commit")
+    runs = su.execute("SELECT status, run_by FROM memgov.maintenance_runs ORDER BY run_id").fetchall()
     assert runs == [("finished", "postgres"), ("finished", "postgres")]
 
 
-def seed_expired(admin: psycopg.Connection[Any], n: int, text: str = "expired", retention: str = "ttl_7d",
+def seed_expired(su: psycopg.Connection[Any], n: int, text: str = "expired", retention: str = "ttl_7d",
                  org: str = ORG) -> None:  # fmt: skip
     """n expired memories, inserted on the engine's path (as memgov_owner) in one statement."""
-    with admin.transaction():
-        admin.execute("SET LOCAL ROLE memgov_owner")
-        admin.execute(
+    with su.transaction():
+        su.execute("SET LOCAL ROLE memgov_owner")
+        su.execute(
             "INSERT INTO memgov.long_term_memory_items"
             " (org_id, category, fact_text, source, confidence, retention_policy, created_at)"
             " SELECT %s, 'user_fact', %s || ' ' || g, 'agent_extracted', 0.9, %s, now() - interval '8 days'"
@@ -433,26 +425,26 @@ def seed_expired(admin: psycopg.Connection[Any], n: int, text: str = "expired", 
         )
 
 
-def test_each_batch_is_its_own_transaction(admin):
-    deploy(admin, "2.0.0", batch_size=10)
-    seed_expired(admin, 35)
-    summary = sweep(admin)
+def test_each_batch_is_its_own_transaction(su):
+    deploy(su, "2.0.0", batch_size=10)
+    seed_expired(su, 35)
+    summary = sweep(su)
     assert summary["deleted"]["ttl"] == 35
-    batches = admin.execute(
+    batches = su.execute(
         "SELECT count(DISTINCT xmin::text) FROM memgov.deletion_log WHERE run_id = %s", (summary["run_id"],)
     ).fetchone()[0]
     assert batches == 4  # 10 + 10 + 10 + 5, each committed on its own
 
 
-def test_one_log_row_per_batch_and_tenant_holds_the_ids_it_deleted(admin):
-    deploy(admin, "2.0.0", batch_size=10)
-    seed_expired(admin, 15)
-    seed_expired(admin, 8, org="beta")
-    due = {r[0]: r[1] for r in admin.execute(
+def test_one_log_row_per_batch_and_tenant_holds_the_ids_it_deleted(su):
+    deploy(su, "2.0.0", batch_size=10)
+    seed_expired(su, 15)
+    seed_expired(su, 8, org="beta")
+    due = {r[0]: r[1] for r in su.execute(
         "SELECT memory_id, org_id FROM memgov.long_term_memory_items WHERE expires_at <= now()")}  # fmt: skip
-    summary = sweep(admin)
+    summary = sweep(su)
     assert summary["deleted"]["ttl"] == 23
-    rows = admin.execute(
+    rows = su.execute(
         "SELECT org_id, reason, run_id, memory_count, memory_ids, xmin::text FROM memgov.deletion_log"
     ).fetchall()
     # three batches (10 + 10 + 3), each writing a row per tenant it deleted from
@@ -465,21 +457,21 @@ def test_one_log_row_per_batch_and_tenant_holds_the_ids_it_deleted(admin):
 
     # "was this memory deleted, when, why, by which run": the GIN index finds its row
     memory_id = next(iter(due))
-    found = admin.execute(
+    found = su.execute(
         "SELECT org_id, reason, run_id FROM memgov.deletion_log WHERE memory_ids @> ARRAY[%s]::uuid[]",
         (memory_id,),
     ).fetchall()
     assert found == [(due[memory_id], "ttl", summary["run_id"])]
-    with admin.transaction():
-        admin.execute("SET LOCAL enable_seqscan = off")
+    with su.transaction():
+        su.execute("SET LOCAL enable_seqscan = off")
         explain = "EXPLAIN SELECT * FROM memgov.deletion_log WHERE memory_ids @> ARRAY[%s]::uuid[]"
-        plan = "\n".join(r[0] for r in admin.execute(explain, (memory_id,)))
+        plan = "\n".join(r[0] for r in su.execute(explain, (memory_id,)))
     assert "deletion_log_memory_ids_idx" in plan
 
 
-def test_no_client_role_may_write_the_deletion_log(admin, memgov_dsn):
-    seed_expired(admin, 1)
-    sweep(admin)
+def test_no_client_role_may_write_the_deletion_log(su, memgov_dsn):
+    seed_expired(su, 1)
+    sweep(su)
     for role in ("memgov_writer", "memgov_reviewer", "memgov_admin"):
         for statement in (
             "INSERT INTO memgov.deletion_log (org_id, reason, memory_count, memory_ids)"
@@ -487,9 +479,9 @@ def test_no_client_role_may_write_the_deletion_log(admin, memgov_dsn):
             "UPDATE memgov.deletion_log SET memory_ids = ARRAY[gen_random_uuid()], memory_count = 1",
             "DELETE FROM memgov.deletion_log",
         ):
-            with session(memgov_dsn, role) as conn, pytest.raises(errors.InsufficientPrivilege):
+            with connect_as_role(memgov_dsn, role) as conn, pytest.raises(errors.InsufficientPrivilege):
                 conn.execute(statement)
-    assert admin.execute("SELECT sum(memory_count) FROM memgov.deletion_log").fetchone()[0] == 1
+    assert su.execute("SELECT sum(memory_count) FROM memgov.deletion_log").fetchone()[0] == 1
 
 
 HOLD_POLICY = """
@@ -518,15 +510,15 @@ rules:
     ("eq", "forget", "all", "enforce", "quarantine", False),
     ("eq", "forget", "all", "enforce", "require_approval", False),
 ])  # fmt: skip
-def test_which_policies_may_hold_a_memory(admin, operator, value, match, mode, action, holds):
+def test_which_policies_may_hold_a_memory(su, operator, value, match, mode, action, holds):
     text = HOLD_POLICY.format(version="5.0.0", mode=mode, match=match, operator=operator, value=value, action=action)
-    deploy(admin, text=text)
-    assert admin.execute("SELECT memgov.policy_may_hold('*', '5.0.0')").fetchone()[0] is holds
-    with admin.transaction(force_rollback=True):  # an administrator may ask too
-        admin.execute("SET LOCAL ROLE memgov_admin")
-        assert admin.execute("SELECT memgov.policy_may_hold('*', '5.0.0')").fetchone()[0] is holds
+    deploy(su, text=text)
+    assert su.execute("SELECT memgov.policy_may_hold('*', '5.0.0')").fetchone()[0] is holds
+    with su.transaction(force_rollback=True):  # an administrator may ask too
+        su.execute("SET LOCAL ROLE memgov_admin")
+        assert su.execute("SELECT memgov.policy_may_hold('*', '5.0.0')").fetchone()[0] is holds
     # what the sweep relies on: a policy that may not hold never denies a forget by a rule
-    held = admin.execute(
+    held = su.execute(
         "SELECT (d).enforced AND (d).action = 'deny' AND cardinality((d).matched_rule_ids) > 0"
         "  FROM (SELECT memgov.decide(memgov.item_from_json(%s::jsonb), 'forget', 'memgov_owner') AS d) s",
         (
@@ -537,34 +529,34 @@ def test_which_policies_may_hold_a_memory(admin, operator, value, match, mode, a
     assert held is holds
 
 
-def test_the_default_policy_cannot_hold(admin):
+def test_the_default_policy_cannot_hold(su):
     """Its deny rules decide what is stored (remember, update): its sweep decides nothing per memory."""
     default = (Path(__file__).resolve().parents[2] / "policies" / "default.yaml").read_text(encoding="utf-8")
     policy = load_policy(default)
-    admin.execute(compile_policy(policy, "beta").install_sql())
-    assert admin.execute("SELECT memgov.policy_may_hold('beta', %s)", (policy.version,)).fetchone()[0] is False
+    su.execute(compile_policy(policy, "beta").install_sql())
+    assert su.execute("SELECT memgov.policy_may_hold('beta', %s)", (policy.version,)).fetchone()[0] is False
 
 
-def forget_decisions_of_a_sweep(dsn: str, admin: psycopg.Connection[Any]) -> int:
+def forget_decisions_of_a_sweep(dsn: str, su: psycopg.Connection[Any]) -> int:
     """How many times a sweep (in a session of its own) asked for a forget decision."""
-    (oid,) = admin.execute("SELECT 'memgov.forget_denied_by_rule(memgov.long_term_memory_items)'::regprocedure::oid"
+    (oid,) = su.execute("SELECT 'memgov.forget_denied_by_rule(memgov.long_term_memory_items)'::regprocedure::oid"
                            ).fetchone()  # fmt: skip
-    admin.execute("SELECT pg_stat_reset_single_function_counters(%s)", (oid,))
+    su.execute("SELECT pg_stat_reset_single_function_counters(%s)", (oid,))
     with psycopg.connect(dsn, autocommit=True, options="-c track_functions=all") as conn:
         pid = conn.info.backend_pid
         conn.execute("CALL memgov.run_maintenance()")
     # a backend's function counts reach the statistics when it exits
-    wait_for(lambda: not admin.execute("SELECT count(*) FROM pg_stat_activity WHERE pid = %s", (pid,)).fetchone()[0],
+    wait_for(lambda: not su.execute("SELECT count(*) FROM pg_stat_activity WHERE pid = %s", (pid,)).fetchone()[0],
              "the sweep's backend to exit")  # fmt: skip
-    admin.execute("SELECT pg_stat_clear_snapshot()")
-    calls = admin.execute("SELECT calls FROM pg_stat_user_functions WHERE funcid = %s", (oid,)).fetchone()
+    su.execute("SELECT pg_stat_clear_snapshot()")
+    calls = su.execute("SELECT calls FROM pg_stat_user_functions WHERE funcid = %s", (oid,)).fetchone()
     return 0 if calls is None else int(calls[0])
 
 
-def seed_legal(admin: psycopg.Connection[Any], org: str, hold: str) -> uuid.UUID:
-    with admin.transaction():
-        admin.execute("SET LOCAL ROLE memgov_owner")
-        return admin.execute(
+def seed_legal(su: psycopg.Connection[Any], org: str, hold: str) -> uuid.UUID:
+    with su.transaction():
+        su.execute("SET LOCAL ROLE memgov_owner")
+        return su.execute(
             "INSERT INTO memgov.long_term_memory_items"
             " (org_id, category, fact_text, source, confidence, retention_policy, created_at, metadata)"
             " VALUES (%s, 'user_fact', 'a contract', 'agent_extracted', 0.9, 'ttl_7d', now() - interval '8 days',"
@@ -573,64 +565,64 @@ def seed_legal(admin: psycopg.Connection[Any], org: str, hold: str) -> uuid.UUID
         ).fetchone()[0]
 
 
-def test_only_tenants_whose_policy_may_hold_pay_for_a_forget_decision(admin, memgov_dsn):
+def test_only_tenants_whose_policy_may_hold_pay_for_a_forget_decision(su, memgov_dsn):
     holding = HOLD_POLICY.format(version="6.0.0", mode="enforce", match="all", operator="eq", value="forget",
                                  action="deny")  # fmt: skip
     not_holding = holding.replace("operator: eq, value: forget", "operator: eq, value: remember")
     # the global policy cannot hold: no forget decision at all
-    deploy(admin, text=not_holding.replace('"6.0.0"', '"6.1.0"'))
-    free = [seed_legal(admin, ORG, "yes") for _ in range(3)]
-    assert forget_decisions_of_a_sweep(memgov_dsn, admin) == 0
-    assert alive(admin, *free) == set()
+    deploy(su, text=not_holding.replace('"6.0.0"', '"6.1.0"'))
+    free = [seed_legal(su, ORG, "yes") for _ in range(3)]
+    assert forget_decisions_of_a_sweep(memgov_dsn, su) == 0
+    assert alive(su, *free) == set()
 
     # tenant acme's own policy holds: its memories are decided (and held), beta's follow the global one
-    deploy(admin, tenant=ORG, text=holding)
-    held, released = seed_legal(admin, ORG, "yes"), seed_legal(admin, ORG, "no")
-    others = [seed_legal(admin, "beta", "yes") for _ in range(4)]
-    assert forget_decisions_of_a_sweep(memgov_dsn, admin) == 2
-    assert alive(admin, held, released, *others) == {held}
+    deploy(su, tenant=ORG, text=holding)
+    held, released = seed_legal(su, ORG, "yes"), seed_legal(su, ORG, "no")
+    others = [seed_legal(su, "beta", "yes") for _ in range(4)]
+    assert forget_decisions_of_a_sweep(memgov_dsn, su) == 2
+    assert alive(su, held, released, *others) == {held}
 
     # the reverse: the global policy holds, acme's own (now) does not
-    deploy(admin, text=holding.replace('"6.0.0"', '"6.2.0"'))
-    deploy(admin, tenant=ORG, text=not_holding.replace('"6.0.0"', '"6.3.0"'))
-    acme = seed_legal(admin, ORG, "yes")
-    beta = [seed_legal(admin, "beta", "yes"), seed_legal(admin, "beta", "no")]
-    assert forget_decisions_of_a_sweep(memgov_dsn, admin) == 2  # beta's two; acme's policy cannot hold
-    assert alive(admin, held, acme, *beta) == {beta[0]}
+    deploy(su, text=holding.replace('"6.0.0"', '"6.2.0"'))
+    deploy(su, tenant=ORG, text=not_holding.replace('"6.0.0"', '"6.3.0"'))
+    acme = seed_legal(su, ORG, "yes")
+    beta = [seed_legal(su, "beta", "yes"), seed_legal(su, "beta", "no")]
+    assert forget_decisions_of_a_sweep(memgov_dsn, su) == 2  # beta's two; acme's policy cannot hold
+    assert alive(su, held, acme, *beta) == {beta[0]}
 
 
-def test_dry_run_counts_and_deletes_nothing(writer, admin):
-    seed_expired(admin, 4)
+def test_dry_run_counts_and_deletes_nothing(writer, su):
+    seed_expired(su, 4)
     scratch = remember(writer, "scratch", confidence="0.1", category="scratch", retention="ttl_30d")
     low = remember(writer, "low", confidence="0.1", retention="confidence_based")
-    backdate(admin, low, "low_confidence_since", "31 days")
+    backdate(su, low, "low_confidence_since", "31 days")
     held = remember(writer, "HOLDME")
-    admin.execute("UPDATE memgov.approval_requests SET requested_at = now() - interval '8 days'")
-    before = admin.execute("SELECT count(*) FROM memgov.long_term_memory_items").fetchone()[0]
-    preview = sweep(admin, dry_run=True)
+    su.execute("UPDATE memgov.approval_requests SET requested_at = now() - interval '8 days'")
+    before = su.execute("SELECT count(*) FROM memgov.long_term_memory_items").fetchone()[0]
+    preview = sweep(su, dry_run=True)
     assert preview["dry_run"] is True
     assert preview["deleted"] == {"ttl": 4, "confidence": 1, "auto_delete": 1}
     assert preview["expired"] == {"approvals": 1}
-    assert admin.execute("SELECT count(*) FROM memgov.long_term_memory_items").fetchone()[0] == before
-    assert deletions(admin) == []
-    real = sweep(admin)
+    assert su.execute("SELECT count(*) FROM memgov.long_term_memory_items").fetchone()[0] == before
+    assert deletions(su) == []
+    real = sweep(su)
     assert real["deleted"] == preview["deleted"] and real["expired"] == preview["expired"]
-    assert alive(admin, scratch, low, held) == set()
+    assert alive(su, scratch, low, held) == set()
 
 
-def test_memgov_admin_may_run_it_and_others_may_not(admin, memgov_dsn):
-    admin.execute("DROP ROLE IF EXISTS retention_admin_login")
-    admin.execute("CREATE ROLE retention_admin_login LOGIN IN ROLE memgov_admin")
+def test_memgov_admin_may_run_it_and_others_may_not(su, memgov_dsn):
+    su.execute("DROP ROLE IF EXISTS retention_admin_login")
+    su.execute("CREATE ROLE retention_admin_login LOGIN IN ROLE memgov_admin")
     try:
-        seed_expired(admin, 2)
-        with session(memgov_dsn, "retention_admin_login", None) as conn:
+        seed_expired(su, 2)
+        with connect_as_role(memgov_dsn, "retention_admin_login", None) as conn:
             assert sweep(conn)["deleted"]["ttl"] == 2
-        assert admin.execute("SELECT run_by FROM memgov.maintenance_runs").fetchone()[0] == "retention_admin_login"
+        assert su.execute("SELECT run_by FROM memgov.maintenance_runs").fetchone()[0] == "retention_admin_login"
     finally:
-        admin.execute("DROP OWNED BY retention_admin_login")
-        admin.execute("DROP ROLE retention_admin_login")
+        su.execute("DROP OWNED BY retention_admin_login")
+        su.execute("DROP ROLE retention_admin_login")
     for role in ("memgov_writer", "memgov_reviewer"):
-        with session(memgov_dsn, role) as conn, pytest.raises(errors.InsufficientPrivilege):
+        with connect_as_role(memgov_dsn, role) as conn, pytest.raises(errors.InsufficientPrivilege):
             conn.execute("CALL memgov.run_maintenance()")
 
 
@@ -665,7 +657,7 @@ class Sweeper:
 
 
 @contextmanager
-def stalled_mid_run(admin: psycopg.Connection[Any], dsn: str) -> Iterator[tuple[Sweeper, int, psycopg.Connection[Any]]]:
+def stalled_mid_run(su: psycopg.Connection[Any], dsn: str) -> Iterator[tuple[Sweeper, int, psycopg.Connection[Any]]]:
     """A sweep (in a thread) that has committed its first batch and waits inside its second,
     its deletions there uncommitted, for as long as the stall (yielded, with the run's id)
     holds the deletion log: whatever the machine's speed, the sweep cannot run ahead.
@@ -678,15 +670,15 @@ def stalled_mid_run(admin: psycopg.Connection[Any], dsn: str) -> Iterator[tuple[
         gate.execute("BEGIN")
         gate.execute("LOCK TABLE memgov.deletion_log IN SHARE MODE")
         sweeper = Sweeper(dsn).start()
-        wait_for(lambda: blocked_by(admin, sweeper.pid, gate.info.backend_pid), "the first batch to wait")
+        wait_for(lambda: blocked_by(su, sweeper.pid, gate.info.backend_pid), "the first batch to wait")
         stall.execute("BEGIN")
         queued = threading.Thread(target=stall.execute, args=("LOCK TABLE memgov.deletion_log IN SHARE MODE",))
         queued.start()
-        wait_for(lambda: blocked_by(admin, stall.info.backend_pid, sweeper.pid), "the stall to queue behind it")
+        wait_for(lambda: blocked_by(su, stall.info.backend_pid, sweeper.pid), "the stall to queue behind it")
         gate.execute("ROLLBACK")
         join(queued, "the stall's lock")
-        wait_for(lambda: blocked_by(admin, sweeper.pid, stall.info.backend_pid), "the second batch to wait")
-        (run_id,) = admin.execute("SELECT run_id FROM memgov.maintenance_runs WHERE status = 'running'").fetchone()
+        wait_for(lambda: blocked_by(su, sweeper.pid, stall.info.backend_pid), "the second batch to wait")
+        (run_id,) = su.execute("SELECT run_id FROM memgov.maintenance_runs WHERE status = 'running'").fetchone()
         try:
             yield sweeper, int(run_id), stall
         finally:
@@ -694,10 +686,10 @@ def stalled_mid_run(admin: psycopg.Connection[Any], dsn: str) -> Iterator[tuple[
                 stall.execute("ROLLBACK")
 
 
-def test_a_second_run_while_one_holds_the_lock_returns_at_once(admin, memgov_dsn):
-    deploy(admin, "2.0.0", batch_size=20)
-    seed_expired(admin, 1000)
-    with stalled_mid_run(admin, memgov_dsn) as (first, run_id, stall):
+def test_a_second_run_while_one_holds_the_lock_returns_at_once(su, memgov_dsn):
+    deploy(su, "2.0.0", batch_size=20)
+    seed_expired(su, 1000)
+    with stalled_mid_run(su, memgov_dsn) as (first, run_id, stall):
         try:
             # a second run waiting for the lease would wait for the stalled first: a bound
             # far beyond a quick return turns that into a failure instead of a hang
@@ -706,26 +698,26 @@ def test_a_second_run_while_one_holds_the_lock_returns_at_once(admin, memgov_dsn
                 second.add_notice_handler(lambda diag: notices.append(diag.sqlstate))
                 second.execute("CALL memgov.run_maintenance()")
             assert notices == ["MG409"]
-            assert blocked_by(admin, first.pid, stall.info.backend_pid)  # returned while the first still waits
-            assert admin.execute("SELECT count(*) FROM memgov.maintenance_runs").fetchone()[0] == 1
+            assert blocked_by(su, first.pid, stall.info.backend_pid)  # returned while the first still waits
+            assert su.execute("SELECT count(*) FROM memgov.maintenance_runs").fetchone()[0] == 1
             stall.execute("ROLLBACK")
             first.join()
             assert first.error is None
         finally:
             first.close()
-    assert admin.execute("SELECT run_id, status FROM memgov.maintenance_runs").fetchall() == [(run_id, "finished")]
-    assert admin.execute("SELECT count(*) FROM memgov.long_term_memory_items").fetchone()[0] == 0
+    assert su.execute("SELECT run_id, status FROM memgov.maintenance_runs").fetchall() == [(run_id, "finished")]
+    assert su.execute("SELECT count(*) FROM memgov.long_term_memory_items").fetchone()[0] == 0
 
 
-def test_a_killed_run_loses_nothing_and_the_next_run_finishes(writer, admin, memgov_dsn):
-    deploy(admin, "2.0.0", batch_size=25)
-    seed_expired(admin, 2000)
+def test_a_killed_run_loses_nothing_and_the_next_run_finishes(writer, su, memgov_dsn):
+    deploy(su, "2.0.0", batch_size=25)
+    seed_expired(su, 2000)
     fresh = [remember(writer, f"fresh {i}", retention="ttl_7d") for i in range(5)]
-    expired_ids = {r[0] for r in admin.execute(
+    expired_ids = {r[0] for r in su.execute(
         "SELECT memory_id FROM memgov.long_term_memory_items WHERE expires_at <= now()")}  # fmt: skip
-    with stalled_mid_run(admin, memgov_dsn) as (killed, run_id, stall):
+    with stalled_mid_run(su, memgov_dsn) as (killed, run_id, stall):
         try:
-            assert admin.execute("SELECT pg_terminate_backend(%s)", (killed.pid,)).fetchone()[0]
+            assert su.execute("SELECT pg_terminate_backend(%s)", (killed.pid,)).fetchone()[0]
             stall.execute("ROLLBACK")
             killed.join()
             assert isinstance(killed.error, psycopg.OperationalError)
@@ -733,43 +725,43 @@ def test_a_killed_run_loses_nothing_and_the_next_run_finishes(writer, admin, mem
             killed.close()
 
     # what the killed run committed is deleted and logged, its last batch rolled back whole
-    status, logged_by_summary = admin.execute(
+    status, logged_by_summary = su.execute(
         "SELECT status, (summary #>> '{deleted,ttl}')::int FROM memgov.maintenance_runs WHERE run_id = %s", (run_id,)
     ).fetchone()
     assert status == "running"  # nobody has marked it yet
-    remaining = {r[0] for r in admin.execute("SELECT memory_id FROM memgov.long_term_memory_items")}
-    logged = logged_ids(admin, "run_id = %s", (run_id,))
+    remaining = {r[0] for r in su.execute("SELECT memory_id FROM memgov.long_term_memory_items")}
+    logged = logged_ids(su, "run_id = %s", (run_id,))
     assert 0 < len(logged) == logged_by_summary < len(expired_ids)
     assert set(logged) | (remaining & expired_ids) == expired_ids
     assert not set(logged) & remaining
 
     # the next run finishes the work and marks the killed one
-    summary = sweep(admin)
+    summary = sweep(su)
     assert summary["deleted"]["ttl"] == len(expired_ids) - len(logged)
-    assert admin.execute(
+    assert su.execute(
         "SELECT status, finished_at IS NOT NULL FROM memgov.maintenance_runs WHERE run_id = %s", (run_id,)
     ).fetchone() == ("interrupted", True)
-    assert alive(admin, *expired_ids) == set()
-    assert alive(admin, *fresh) == set(fresh)
-    all_logged = logged_ids(admin)
+    assert alive(su, *expired_ids) == set()
+    assert alive(su, *fresh) == set(fresh)
+    all_logged = logged_ids(su)
     assert sorted(all_logged, key=str) == sorted(expired_ids, key=str)  # each exactly once
 
 
-def test_a_failed_run_releases_the_lock_of_its_session(admin, memgov_dsn):
-    deploy(admin, "2.0.0", batch_size=20)
-    seed_expired(admin, 1000)
-    with stalled_mid_run(admin, memgov_dsn) as (failed, _, stall):
+def test_a_failed_run_releases_the_lock_of_its_session(su, memgov_dsn):
+    deploy(su, "2.0.0", batch_size=20)
+    seed_expired(su, 1000)
+    with stalled_mid_run(su, memgov_dsn) as (failed, _, stall):
         try:
-            admin.execute("SELECT pg_cancel_backend(%s)", (failed.pid,))
+            su.execute("SELECT pg_cancel_backend(%s)", (failed.pid,))
             failed.join()
             stall.execute("ROLLBACK")
             assert isinstance(failed.error, errors.QueryCanceled)
             # its session lives on, and the next run (from another session) is not locked out
             assert failed.conn.execute("SELECT 1").fetchone() == (1,)
-            summary = sweep(admin)
+            summary = sweep(su)
             assert summary["deleted"]["ttl"] > 0
-            assert admin.execute("SELECT count(*) FROM memgov.long_term_memory_items").fetchone()[0] == 0
-            assert admin.execute("SELECT array_agg(status ORDER BY run_id) FROM memgov.maintenance_runs"
+            assert su.execute("SELECT count(*) FROM memgov.long_term_memory_items").fetchone()[0] == 0
+            assert su.execute("SELECT array_agg(status ORDER BY run_id) FROM memgov.maintenance_runs"
                                  ).fetchone()[0] == ["interrupted", "finished"]  # fmt: skip
         finally:
             failed.close()
@@ -787,16 +779,16 @@ def pauses(watcher: psycopg.Connection[Any], sweeper: Sweeper) -> int:
     return slept
 
 
-def test_the_sweep_yields_while_other_sessions_are_busy(admin, memgov_dsn):
-    deploy(admin, "2.0.0", batch_size=10)
-    seed_expired(admin, 300)
+def test_the_sweep_yields_while_other_sessions_are_busy(su, memgov_dsn):
+    deploy(su, "2.0.0", batch_size=10)
+    seed_expired(su, 300)
     with psycopg.connect(memgov_dsn, autocommit=True) as busy:
         busy.execute("BEGIN")
         busy.execute("SELECT 1")  # idle in transaction: a session at work
         # each pause is as long as it may be (1 s): the watcher cannot miss the first
         sweeper = Sweeper(memgov_dsn, **{"memgov.maintenance_yield": "1000"}).start()
         try:
-            wait_for(lambda: admin.execute(
+            wait_for(lambda: su.execute(
                 "SELECT wait_event = 'PgSleep' FROM pg_stat_activity WHERE pid = %s", (sweeper.pid,)
             ).fetchone()[0], "the sweep to pause between batches")  # fmt: skip
             busy.execute("ROLLBACK")
@@ -804,14 +796,14 @@ def test_the_sweep_yields_while_other_sessions_are_busy(admin, memgov_dsn):
             assert sweeper.error is None
         finally:
             sweeper.close()
-    assert admin.execute("SELECT count(*) FROM memgov.long_term_memory_items").fetchone()[0] == 0
+    assert su.execute("SELECT count(*) FROM memgov.long_term_memory_items").fetchone()[0] == 0
 
 
-def test_the_sweep_runs_at_full_speed_when_nobody_else_is_busy(admin, memgov_server, memgov_dsn):
+def test_the_sweep_runs_at_full_speed_when_nobody_else_is_busy(su, memgov_server, memgov_dsn):
     """Watched from another database, whose sessions the sweep does not count: were it to
     pause at all, it would sleep a full second after each of its ten batches."""
-    deploy(admin, "2.0.0", batch_size=10)
-    seed_expired(admin, 100)
+    deploy(su, "2.0.0", batch_size=10)
+    seed_expired(su, 100)
     with psycopg.connect(memgov_server.dsn("postgres"), autocommit=True) as watcher:
         sweeper = Sweeper(memgov_dsn, **{"memgov.maintenance_yield": "1000"}).start()
         try:
@@ -821,43 +813,43 @@ def test_the_sweep_runs_at_full_speed_when_nobody_else_is_busy(admin, memgov_ser
         finally:
             sweeper.close()
     assert slept == 0
-    assert admin.execute("SELECT count(*) FROM memgov.long_term_memory_items").fetchone()[0] == 0
+    assert su.execute("SELECT count(*) FROM memgov.long_term_memory_items").fetchone()[0] == 0
 
 
 # -- pg_cron history ---------------------------------------------------------------------------
 
 
-def test_prunes_its_own_pg_cron_history_when_it_can_see_it(admin, memgov_dsn):
+def test_prunes_its_own_pg_cron_history_when_it_can_see_it(su, memgov_dsn):
     """pg_cron lives in the cron database only; a stand-in `cron` schema here shows which rows go."""
-    database = admin.execute("SELECT current_database()").fetchone()[0]
-    admin.execute("""
+    database = su.execute("SELECT current_database()").fetchone()[0]
+    su.execute("""
         CREATE SCHEMA cron;
         CREATE TABLE cron.job (jobid bigint, jobname text, database text, command text, username text);
         CREATE TABLE cron.job_run_details (runid bigint, jobid bigint, status text, end_time timestamptz);
     """)
     try:
-        admin.execute(
+        su.execute(
             "INSERT INTO cron.job VALUES (1, 'memgov-maintenance:' || %(db)s, %(db)s, 'CALL memgov.run_maintenance()',"
             " 'postgres'), (2, 'other-job', %(db)s, 'VACUUM', 'postgres'),"
             " (3, 'memgov-maintenance:elsewhere', 'elsewhere', 'CALL memgov.run_maintenance()', 'postgres')",
             {"db": database},
         )
-        admin.execute(
+        su.execute(
             "INSERT INTO cron.job_run_details VALUES (1, 1, 'succeeded', now() - interval '8 days'),"
             " (2, 1, 'succeeded', now() - interval '1 day'), (3, 2, 'succeeded', now() - interval '30 days'),"
             " (4, 3, 'succeeded', now() - interval '30 days')"
         )
         # a memgov_admin that may not read schema cron: nothing pruned, no error
-        admin.execute("DROP ROLE IF EXISTS cron_blind_admin")
-        admin.execute("CREATE ROLE cron_blind_admin LOGIN IN ROLE memgov_admin")
-        with session(memgov_dsn, "cron_blind_admin", None) as blind:
+        su.execute("DROP ROLE IF EXISTS cron_blind_admin")
+        su.execute("CREATE ROLE cron_blind_admin LOGIN IN ROLE memgov_admin")
+        with connect_as_role(memgov_dsn, "cron_blind_admin", None) as blind:
             assert sweep(blind)["cron_history_pruned"] == 0
-        assert sweep(admin)["cron_history_pruned"] == 1
-        assert [r[0] for r in admin.execute("SELECT runid FROM cron.job_run_details ORDER BY runid")] == [2, 3, 4]
+        assert sweep(su)["cron_history_pruned"] == 1
+        assert [r[0] for r in su.execute("SELECT runid FROM cron.job_run_details ORDER BY runid")] == [2, 3, 4]
     finally:
-        admin.execute("DROP SCHEMA cron CASCADE")
-        admin.execute("DROP OWNED BY cron_blind_admin")
-        admin.execute("DROP ROLE IF EXISTS cron_blind_admin")
+        su.execute("DROP SCHEMA cron CASCADE")
+        su.execute("DROP OWNED BY cron_blind_admin")
+        su.execute("DROP ROLE IF EXISTS cron_blind_admin")
 
 
 # -- static check -------------------------------------------------------------------------------

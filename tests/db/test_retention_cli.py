@@ -48,7 +48,7 @@ def deploy(conn: psycopg.Connection[Any], text: str = POLICY, tenant: str = "*")
 
 
 @pytest.fixture
-def admin(db_conn):
+def su(db_conn):
     wipe(db_conn)
     deploy(db_conn)
     return db_conn
@@ -69,11 +69,11 @@ def jobs(cron: psycopg.Connection[Any], database: str) -> list[tuple[Any, ...]]:
     ).fetchall()
 
 
-def seed(admin: psycopg.Connection[Any], n: int, text: str = "expired", retention: str = "ttl_7d",
+def seed(su: psycopg.Connection[Any], n: int, text: str = "expired", retention: str = "ttl_7d",
          age: str = "8 days") -> None:  # fmt: skip
-    with admin.transaction():
-        admin.execute("SET LOCAL ROLE memgov_owner")
-        admin.execute(
+    with su.transaction():
+        su.execute("SET LOCAL ROLE memgov_owner")
+        su.execute(
             "INSERT INTO memgov.long_term_memory_items"
             " (org_id, category, fact_text, source, confidence, retention_policy, created_at)"
             " SELECT 'acme', 'user_fact', %s || ' ' || g, 'agent_extracted', 0.9, %s, now() - %s::interval"
@@ -82,16 +82,16 @@ def seed(admin: psycopg.Connection[Any], n: int, text: str = "expired", retentio
         )
 
 
-def count(admin: psycopg.Connection[Any]) -> int:
-    return int(admin.execute("SELECT count(*) FROM memgov.long_term_memory_items").fetchone()[0])
+def count(su: psycopg.Connection[Any]) -> int:
+    return int(su.execute("SELECT count(*) FROM memgov.long_term_memory_items").fetchone()[0])
 
 
 # -- retention run ------------------------------------------------------------------------
 
 
-def test_run_json_prints_the_summary(admin, memgov_dsn):
-    seed(admin, 3)
-    seed(admin, 2, "fresh", age="1 day")
+def test_run_json_prints_the_summary(su, memgov_dsn):
+    seed(su, 3)
+    seed(su, 2, "fresh", age="1 day")
     result = run_memgov("retention", "run", "--dsn", memgov_dsn, "--json")
     assert result.returncode == 0, result.stderr
     summary = json.loads(result.stdout)
@@ -99,11 +99,11 @@ def test_run_json_prints_the_summary(admin, memgov_dsn):
     assert summary["expired"] == {"approvals": 0}
     assert summary["status"] == "finished" and summary["dry_run"] is False
     assert summary["seconds"] >= 0 and isinstance(summary["run_id"], int)
-    assert count(admin) == 2
+    assert count(su) == 2
 
 
-def test_run_text_shows_counts_per_reason(admin, memgov_dsn):
-    seed(admin, 4)
+def test_run_text_shows_counts_per_reason(su, memgov_dsn):
+    seed(su, 4)
     result = run_memgov("retention", "run", "--dsn", memgov_dsn)
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
@@ -111,15 +111,15 @@ def test_run_text_shows_counts_per_reason(admin, memgov_dsn):
     assert lines[1].split() == ["deleted", "ttl", "4"]
     assert lines[2].split() == ["deleted", "confidence", "0"]
     assert lines[4].split() == ["expired", "approvals", "0"]
-    assert count(admin) == 0
+    assert count(su) == 0
 
 
-def test_run_draws_progress_on_a_terminal_and_nothing_when_piped(admin, memgov_dsn):
+def test_run_draws_progress_on_a_terminal_and_nothing_when_piped(su, memgov_dsn):
     """The progress display goes to stderr only when stderr is a terminal; stdout keeps the final lines."""
-    seed(admin, 3)
+    seed(su, 3)
     piped = run_memgov("retention", "run", "--dsn", memgov_dsn)
     assert piped.returncode == 0 and piped.stderr == "", piped.stderr
-    seed(admin, 3)
+    seed(su, 3)
     primary, secondary = os.openpty()
     chunks: list[bytes] = []
     reader = threading.Thread(target=lambda: chunks.extend(iter(lambda: _read_available(primary), b"")))
@@ -150,36 +150,36 @@ def _read_available(fd: int) -> bytes:
         return b""
 
 
-def test_dry_run_reports_what_would_go_and_deletes_nothing(admin, memgov_dsn):
-    seed(admin, 5)
+def test_dry_run_reports_what_would_go_and_deletes_nothing(su, memgov_dsn):
+    seed(su, 5)
     result = run_memgov("retention", "run", "--dry-run", "--dsn", memgov_dsn, "--json")
     assert result.returncode == 0, result.stderr
     summary = json.loads(result.stdout)
     assert summary["dry_run"] is True and summary["deleted"]["ttl"] == 5
-    assert count(admin) == 5
+    assert count(su) == 5
     text = run_memgov("retention", "run", "--dry-run", "--dsn", memgov_dsn)
     assert text.returncode == 0, text.stderr
     assert text.stdout.startswith("dry run ")
     assert ["would", "delete", "ttl", "5"] in [line.split() for line in text.stdout.splitlines()]
-    assert count(admin) == 5
+    assert count(su) == 5
 
 
-def test_run_while_another_holds_the_lock_is_one_line(admin, memgov_dsn):
-    seed(admin, 2)
+def test_run_while_another_holds_the_lock_is_one_line(su, memgov_dsn):
+    seed(su, 2)
     with psycopg.connect(memgov_dsn, autocommit=True) as holder:
         holder.execute("SELECT memgov.claim_maintenance()")  # what a run in progress holds
         result = run_memgov("retention", "run", "--dsn", memgov_dsn)
         assert_one_line_error(result, "another maintenance run is in progress", str(holder.info.backend_pid))
-    assert count(admin) == 2
+    assert count(su) == 2
 
 
 def test_run_on_a_database_without_memgov_is_one_line(empty_dsn):
     assert_one_line_error(run_memgov("retention", "run", "--dsn", empty_dsn), "memgov migrate")
 
 
-def test_run_needs_memgov_admin(admin, memgov_dsn):
-    admin.execute("DROP ROLE IF EXISTS retention_cli_writer")
-    admin.execute("CREATE ROLE retention_cli_writer LOGIN IN ROLE memgov_writer")
+def test_run_needs_memgov_admin(su, memgov_dsn):
+    su.execute("DROP ROLE IF EXISTS retention_cli_writer")
+    su.execute("CREATE ROLE retention_cli_writer LOGIN IN ROLE memgov_writer")
     try:
         params = psycopg.conninfo.conninfo_to_dict(memgov_dsn) | {"user": "retention_cli_writer"}
         result = run_memgov("retention", "run", "--dsn", psycopg.conninfo.make_conninfo(**params))
@@ -192,14 +192,14 @@ def test_run_needs_memgov_admin(admin, memgov_dsn):
         )
         assert result.returncode == 1
     finally:
-        admin.execute("DROP ROLE retention_cli_writer")
+        su.execute("DROP ROLE retention_cli_writer")
 
 
 # -- retention schedule / unschedule --------------------------------------------------------
 
 
-def test_schedule_twice_leaves_one_job(admin, memgov_dsn, cron):
-    database = admin.info.dbname
+def test_schedule_twice_leaves_one_job(su, memgov_dsn, cron):
+    database = su.info.dbname
     first = run_memgov("retention", "schedule", "--dsn", memgov_dsn, "--json")
     assert first.returncode == 0, first.stderr
     job = json.loads(first.stdout)
@@ -217,14 +217,14 @@ def test_schedule_twice_leaves_one_job(admin, memgov_dsn, cron):
     assert len(jobs(cron, database)) == 1
 
 
-def test_schedule_rejects_a_bad_schedule_in_one_line(admin, memgov_dsn, cron):
+def test_schedule_rejects_a_bad_schedule_in_one_line(su, memgov_dsn, cron):
     result = run_memgov("retention", "schedule", "every day", "--dsn", memgov_dsn)
     assert_one_line_error(result, "invalid schedule")
-    assert jobs(cron, admin.info.dbname) == []
+    assert jobs(cron, su.info.dbname) == []
 
 
-def test_unschedule(admin, memgov_dsn, cron):
-    database = admin.info.dbname
+def test_unschedule(su, memgov_dsn, cron):
+    database = su.info.dbname
     assert run_memgov("retention", "schedule", "--dsn", memgov_dsn).returncode == 0
     result = run_memgov("retention", "unschedule", "--dsn", memgov_dsn, "--json")
     assert result.returncode == 0, result.stderr
@@ -240,7 +240,7 @@ SCHEDULE_GRANT = "GRANT EXECUTE ON FUNCTION cron.schedule_in_database(text,text,
 
 
 @pytest.mark.parametrize("role", ["writer", "nobody"])
-def test_schedule_without_memgov_admin_names_the_role_not_a_missing_pg_cron(admin, memgov_dsn, cron, logins, role):
+def test_schedule_without_memgov_admin_names_the_role_not_a_missing_pg_cron(su, memgov_dsn, cron, logins, role):
     login = getattr(logins, role)
     for command in ("schedule", "unschedule"):
         result = run_memgov("retention", command, "--dsn", login_dsn(memgov_dsn, login))
@@ -251,12 +251,12 @@ def test_schedule_without_memgov_admin_names_the_role_not_a_missing_pg_cron(admi
             f"(a superuser grants the role: GRANT memgov_admin TO {login})",
         )
         assert result.returncode == 1 and "not loaded by this server" not in result.stderr
-    assert jobs(cron, admin.info.dbname) == []
+    assert jobs(cron, su.info.dbname) == []
 
 
-def test_schedule_as_a_memgov_admin_login_names_each_grant_pg_cron_needs(admin, memgov_dsn, cron, logins):
+def test_schedule_as_a_memgov_admin_login_names_each_grant_pg_cron_needs(su, memgov_dsn, cron, logins):
     """The grants docs/retention.md lists, one at a time: each refusal names the next."""
-    database, who = admin.info.dbname, login_dsn(memgov_dsn, logins.admin)
+    database, who = su.info.dbname, login_dsn(memgov_dsn, logins.admin)
     no_usage = run_memgov("retention", "schedule", "--dsn", who)
     assert_one_line_error(
         no_usage,
@@ -287,21 +287,21 @@ def test_schedule_as_a_memgov_admin_login_names_each_grant_pg_cron_needs(admin, 
             cron.execute(grant.replace("GRANT", "REVOKE", 1).replace(" TO ", " FROM "))
 
 
-def test_schedule_again_makes_an_inactive_job_active(admin, memgov_dsn, cron):
+def test_schedule_again_makes_an_inactive_job_active(su, memgov_dsn, cron):
     first = json.loads(run_memgov("retention", "schedule", "--dsn", memgov_dsn, "--json").stdout)
     cron.execute("SELECT cron.alter_job(%s, active => false)", (first["jobid"],))
     again = run_memgov("retention", "schedule", "--dsn", memgov_dsn, "--json")
     assert again.returncode == 0, again.stderr
     job = json.loads(again.stdout)
     assert job["active"] is True and job["replaced"] is True
-    assert [row[0] for row in jobs(cron, admin.info.dbname)] == [job["jobid"]]
+    assert [row[0] for row in jobs(cron, su.info.dbname)] == [job["jobid"]]
 
 
 # -- memgov status ----------------------------------------------------------------------------
 
 
-def test_status_json_shows_policies_queues_runs_decisions_and_the_job(admin, memgov_dsn, cron):
-    deploy(admin, POLICY.replace('"1.0.0"', '"2.5.0"'), tenant="acme")
+def test_status_json_shows_policies_queues_runs_decisions_and_the_job(su, memgov_dsn, cron):
+    deploy(su, POLICY.replace('"1.0.0"', '"2.5.0"'), tenant="acme")
     with psycopg.connect(memgov_dsn, autocommit=True) as writer:
         writer.execute("SET ROLE memgov_writer")
         writer.execute("SET memgov.org_id = 'acme'")
@@ -311,7 +311,7 @@ def test_status_json_shows_policies_queues_runs_decisions_and_the_job(admin, mem
                 " VALUES ('acme', 'user_fact', %s, 'agent_extracted', 0.9)",
                 (text,),
             )
-    seed(admin, 2)
+    seed(su, 2)
     assert run_memgov("retention", "run", "--dsn", memgov_dsn).returncode == 0
     assert run_memgov("retention", "run", "--dry-run", "--dsn", memgov_dsn).returncode == 0
     assert run_memgov("retention", "schedule", "--dsn", memgov_dsn).returncode == 0
@@ -328,7 +328,7 @@ def test_status_json_shows_policies_queues_runs_decisions_and_the_job(admin, mem
     last = status["last_maintenance_run"]  # the real run, not the dry one after it
     assert last["status"] == "finished" and last["counts"]["ttl"] == 2
     job = status["pg_cron"]["job"]
-    assert (job["jobname"], job["schedule"], job["active"]) == (job_name(admin.info.dbname), QUIET, True)
+    assert (job["jobname"], job["schedule"], job["active"]) == (job_name(su.info.dbname), QUIET, True)
     assert status["pg_cron"]["cron_database"] == cron.info.dbname and status["pg_cron"]["error"] is None
 
     text = run_memgov("status", "--dsn", memgov_dsn)
@@ -338,10 +338,10 @@ def test_status_json_shows_policies_queues_runs_decisions_and_the_job(admin, mem
         assert fragment in text.stdout, text.stdout
 
 
-def test_status_reports_a_killed_run_as_interrupted(admin, memgov_dsn):
-    with admin.transaction():
-        admin.execute("SET LOCAL ROLE memgov_owner")
-        admin.execute("INSERT INTO memgov.maintenance_runs (status) VALUES ('running')")
+def test_status_reports_a_killed_run_as_interrupted(su, memgov_dsn):
+    with su.transaction():
+        su.execute("SET LOCAL ROLE memgov_owner")
+        su.execute("INSERT INTO memgov.maintenance_runs (status) VALUES ('running')")
     status = json.loads(run_memgov("status", "--dsn", memgov_dsn, "--json").stdout)
     assert status["last_maintenance_run"]["status"] == "interrupted"
     with psycopg.connect(memgov_dsn, autocommit=True) as holder:
@@ -448,8 +448,8 @@ def _times(value: Any) -> list[str]:
     return [value] if isinstance(value, str) and LOOKS_LIKE_A_TIME.match(value) else []
 
 
-def test_every_json_timestamp_is_iso_8601_with_t_and_offset(admin, memgov_dsn):
-    seed(admin, 2)
+def test_every_json_timestamp_is_iso_8601_with_t_and_offset(su, memgov_dsn):
+    seed(su, 2)
     run_memgov("retention", "run", "--dsn", memgov_dsn)  # a finished run, for status to show
     outputs = [run_memgov("retention", "run", "--dsn", memgov_dsn, "--json"),
                run_memgov("status", "--dsn", memgov_dsn, "--json")]  # fmt: skip

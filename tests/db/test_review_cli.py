@@ -18,7 +18,6 @@ from tests.attack_helpers import (
     POLICY,
     Login,
     Logins,
-    deploy_policies,
     deploy_policy,
     insert,
     item,
@@ -29,18 +28,6 @@ from tests.attack_helpers import (
     unchanged,
 )
 from tests.cli_helpers import assert_one_line_error, run_memgov
-from tests.decision_cases import wipe
-
-
-@pytest.fixture
-def su(db_conn: psycopg.Connection[Any], logins: Logins) -> psycopg.Connection[Any]:
-    """The superuser: empty tables, no tenant bindings, the attack policy (global + globex)."""
-    wipe(db_conn)
-    with db_conn.transaction():
-        db_conn.execute("SET LOCAL ROLE memgov_owner")
-        db_conn.execute("DELETE FROM memgov.tenant_grants")
-    deploy_policies(db_conn)
-    return db_conn
 
 
 @pytest.fixture

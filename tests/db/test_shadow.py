@@ -24,7 +24,6 @@ from tests.attack_helpers import (
     READ_POLICY,
     Logins,
     as_json,
-    deploy_policies,
     deploy_policy,
     insert,
     item,
@@ -35,7 +34,6 @@ from tests.attack_helpers import (
     unchanged,
 )
 from tests.cli_helpers import assert_one_line_error, run_memgov
-from tests.decision_cases import wipe
 from tests.waiting import DEADLINE, join
 
 # The candidate: uncertain preferences are stored, untrusted PII is refused.
@@ -46,17 +44,6 @@ CANDIDATE = POLICY.replace(
 CANDIDATE_VERSION = "1.1.0"
 # what the candidate applies where the attack policy applied each action
 CANDIDATE_ACTION = {"allow": "allow", "require_approval": "allow", "quarantine": "deny", "deny": "deny"}
-
-
-@pytest.fixture
-def su(db_conn: psycopg.Connection[Any], logins: Logins) -> psycopg.Connection[Any]:
-    """Empty tables, the attack policy globally and for globex."""
-    wipe(db_conn)
-    with db_conn.transaction():
-        db_conn.execute("SET LOCAL ROLE memgov_owner")
-        db_conn.execute("DELETE FROM memgov.tenant_grants")
-    deploy_policies(db_conn)
-    return db_conn
 
 
 def stage(su: psycopg.Connection[Any], text: str = CANDIDATE, version: str = CANDIDATE_VERSION,

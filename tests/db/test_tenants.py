@@ -66,7 +66,7 @@ def roles(memgov_dsn: str) -> Iterator[None]:
 
 
 @pytest.fixture
-def admin(memgov_dsn: str, roles: None) -> Iterator[psycopg.Connection[Any]]:
+def su(memgov_dsn: str, roles: None) -> Iterator[psycopg.Connection[Any]]:
     with psycopg.connect(memgov_dsn, autocommit=True) as conn:
         conn.execute("DELETE FROM memgov.tenant_grants WHERE role_name LIKE 'tenants\\_%'")
         yield conn
@@ -76,33 +76,33 @@ def admin(memgov_dsn: str, roles: None) -> Iterator[psycopg.Connection[Any]]:
 
 
 @pytest.mark.parametrize("tenant", [EVIL, "a\\&b", "acme\n", "it's", "$$", ";", "--", "café", "x" * 64, ""])
-def test_deploy_with_a_hostile_tenant_runs_nothing(memgov_dsn, admin, tenant):
-    before = snapshot(admin)
+def test_deploy_with_a_hostile_tenant_runs_nothing(memgov_dsn, su, tenant):
+    before = snapshot(su)
     result = run_memgov("deploy", str(POLICY), "--tenant", tenant, "--dsn", memgov_dsn)
     assert result.returncode == 2
     assert_one_line_error(result, "tenant id")
     assert result.stdout == ""
-    assert snapshot(admin) == before
+    assert snapshot(su) == before
     assert before["pwned"] == (None,)
 
 
-def test_compile_with_a_hostile_tenant_prints_nothing_to_pipe(memgov_dsn, admin):
-    before = snapshot(admin)
+def test_compile_with_a_hostile_tenant_prints_nothing_to_pipe(memgov_dsn, su):
+    before = snapshot(su)
     result = run_memgov("compile", str(POLICY), "--tenant", EVIL, "--dsn", memgov_dsn)
     assert_one_line_error(result, "invalid tenant id", "1 to 63 characters")
     assert result.returncode == 2
     assert result.stdout == ""  # `| psql` gets nothing
-    assert snapshot(admin) == before
+    assert snapshot(su) == before
 
 
-def test_rollback_with_a_hostile_tenant_is_refused(memgov_dsn, admin):
-    before = snapshot(admin)
+def test_rollback_with_a_hostile_tenant_is_refused(memgov_dsn, su):
+    before = snapshot(su)
     result = run_memgov("rollback", "--tenant", EVIL, "--dsn", memgov_dsn)
     assert_one_line_error(result, "invalid tenant id")
-    assert snapshot(admin) == before
+    assert snapshot(su) == before
 
 
-def test_a_tenant_id_with_every_allowed_character_deploys_and_rolls_back(memgov_dsn, admin, tmp_path):
+def test_a_tenant_id_with_every_allowed_character_deploys_and_rolls_back(memgov_dsn, su, tmp_path):
     tenant = "Acme.eu-1:prod_2"
     for version in ("1.0.0", "1.0.1"):
         path = tmp_path / f"{version}.yaml"
@@ -125,14 +125,14 @@ def grants(conn: psycopg.Connection[Any]) -> list[tuple[str, str]]:
     return [(r[0], r[1]) for r in rows]
 
 
-def test_grant_list_revoke(memgov_dsn, admin):
+def test_grant_list_revoke(memgov_dsn, su):
     result = run_memgov("tenant", "grant", AGENT, "acme", "--dsn", memgov_dsn)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == f"bound {AGENT} to tenant acme"
     again = run_memgov("tenant", "grant", AGENT, "acme", "--dsn", memgov_dsn)
     assert again.returncode == 0 and again.stdout.strip() == f"{AGENT} is already bound to tenant acme"
     assert run_memgov("tenant", "grant", GROUP, "globex", "--dsn", memgov_dsn).returncode == 0
-    assert grants(admin) == [(GROUP, "globex"), (AGENT, "acme")]
+    assert grants(su) == [(GROUP, "globex"), (AGENT, "acme")]
 
     listed = run_memgov("tenant", "list", "--dsn", memgov_dsn, "--json")
     assert listed.returncode == 0, listed.stderr
@@ -151,12 +151,12 @@ def test_grant_list_revoke(memgov_dsn, admin):
     assert json.loads(revoked.stdout)["revoked"] is True
     nothing = run_memgov("tenant", "revoke", AGENT, "acme", "--dsn", memgov_dsn)
     assert nothing.returncode == 0 and nothing.stdout.strip() == f"{AGENT} was not bound to tenant acme"
-    assert grants(admin) == [(GROUP, "globex")]
+    assert grants(su) == [(GROUP, "globex")]
     empty = run_memgov("tenant", "list", "--role", AGENT, "--dsn", memgov_dsn)
     assert empty.stdout.strip() == f"no tenant grants for {AGENT}"
 
 
-def test_a_bound_login_acts_only_in_its_tenant(memgov_dsn, admin):
+def test_a_bound_login_acts_only_in_its_tenant(memgov_dsn, su):
     assert run_memgov("tenant", "grant", AGENT, "acme", "--dsn", memgov_dsn).returncode == 0
     with psycopg.connect(as_user(memgov_dsn, AGENT), autocommit=True) as agent:
         for org_id, expected in (("acme", "acme"), ("globex", None)):
@@ -168,41 +168,41 @@ def test_a_bound_login_acts_only_in_its_tenant(memgov_dsn, admin):
         assert agent.execute("SELECT memgov.session_tenant()").fetchone() == ("globex",)  # unbound again
 
 
-def test_an_admin_login_may_bind(memgov_dsn, admin):
+def test_an_admin_login_may_bind(memgov_dsn, su):
     result = run_memgov("tenant", "grant", APP, "acme", "--dsn", as_user(memgov_dsn, ADMIN))
     assert result.returncode == 0, result.stderr
-    assert grants(admin) == [(APP, "acme")]
-    row = admin.execute("SELECT granted_by FROM memgov.tenant_grants WHERE role_name = %s", (APP,)).fetchone()
+    assert grants(su) == [(APP, "acme")]
+    row = su.execute("SELECT granted_by FROM memgov.tenant_grants WHERE role_name = %s", (APP,)).fetchone()
     assert row == (ADMIN,)
 
 
 @pytest.mark.parametrize("login", [AGENT, APP], ids=["writer", "reviewer"])
 @pytest.mark.parametrize("command", ["grant", "revoke"])
-def test_a_client_may_not_bind(memgov_dsn, admin, login, command):
-    admin.execute(
+def test_a_client_may_not_bind(memgov_dsn, su, login, command):
+    su.execute(
         "INSERT INTO memgov.tenant_grants (role_name, org_id) VALUES (%s, 'acme') ON CONFLICT DO NOTHING", (APP,)
     )
-    before = snapshot(admin)
+    before = snapshot(su)
     result = run_memgov("tenant", command, login, "globex" if command == "grant" else "acme",
                         "--dsn", as_user(memgov_dsn, login))  # fmt: skip
     assert_one_line_error(result, "permission denied", "memgov_admin")
-    assert snapshot(admin) == before
+    assert snapshot(su) == before
 
 
-def test_unknown_role_is_one_line(memgov_dsn, admin):
-    before = snapshot(admin)
+def test_unknown_role_is_one_line(memgov_dsn, su):
+    before = snapshot(su)
     result = run_memgov("tenant", "grant", "no_such_role_anywhere", "acme", "--dsn", memgov_dsn)
     assert_one_line_error(result, "no_such_role_anywhere", "does not exist")
-    assert snapshot(admin) == before
+    assert snapshot(su) == before
 
 
 @pytest.mark.parametrize("tenant", [EVIL, "a\\&b", "*", "", "x" * 64])
-def test_bad_tenant_id_is_a_usage_error(memgov_dsn, admin, tenant):
-    before = snapshot(admin)
+def test_bad_tenant_id_is_a_usage_error(memgov_dsn, su, tenant):
+    before = snapshot(su)
     result = run_memgov("tenant", "grant", AGENT, tenant, "--dsn", memgov_dsn)
     assert result.returncode == 2
     assert_one_line_error(result, "tenant id")
-    assert snapshot(admin) == before
+    assert snapshot(su) == before
 
 
 def test_a_database_without_memgov_is_one_line(empty_dsn):

@@ -1,0 +1,64 @@
+"""The fixtures of the database tests, defined once.
+
+- ``db_conn`` (memgov_pg.testing): an autocommit superuser connection to this module's migrated database.
+- ``su``: the superuser on clean tables (no memories, log rows or tenant bindings), with the attack
+  policy deployed (global, and an override for tenant globex: tests/attack_helpers.py). A module that
+  needs another policy overrides ``su`` and deploys its own.
+- ``logins`` and ``login(role, org)`` (tests/attack_helpers.py): real login roles of the cluster,
+  connected as ``user=<login>``; ``writer``, ``reviewer``, ``admin`` and ``greviewer`` are the usual ones.
+- ``as_role(role, org)``: the superuser's connection after ``SET ROLE``, for the tests that are about
+  SET ROLE itself, or that need a role's privileges without a login.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import psycopg
+import pytest
+
+from tests.attack_helpers import ORG, OTHER, AsRole, Login, Logins, connect_as_role, deploy_policies, memgov_tables
+from tests.decision_cases import wipe
+
+
+@pytest.fixture
+def su(db_conn: psycopg.Connection[Any], logins: Logins) -> psycopg.Connection[Any]:
+    """The superuser: empty tables, no tenant bindings, the attack policy (global + globex)."""
+    wipe(db_conn)
+    tables = memgov_tables(db_conn)
+    with db_conn.transaction():
+        db_conn.execute("SET LOCAL ROLE memgov_owner")
+        if "tenant_grants" in tables:
+            db_conn.execute("DELETE FROM memgov.tenant_grants")
+        if "settings" in tables:
+            db_conn.execute("UPDATE memgov.settings SET value = 65536 WHERE name = 'max_fact_text_bytes'")
+    deploy_policies(db_conn)
+    return db_conn
+
+
+@pytest.fixture
+def admin(login: Login, logins: Logins) -> psycopg.Connection[Any]:
+    """The admin login (memgov_admin), in tenant acme."""
+    return login(logins.admin)
+
+
+@pytest.fixture
+def greviewer(login: Login, logins: Logins) -> psycopg.Connection[Any]:
+    """A reviewer login of tenant globex."""
+    return login(logins.greviewer, OTHER)
+
+
+@pytest.fixture
+def as_role(memgov_dsn: str, su: psycopg.Connection[Any]) -> Iterator[AsRole]:
+    """``as_role(role, org='acme')``: a new superuser connection that has done ``SET ROLE role``
+    (and set memgov.org_id to ``org`` unless it is None), closed after the test."""
+    opened: list[psycopg.Connection[Any]] = []
+
+    def connect(role: str, org: str | None = ORG) -> psycopg.Connection[Any]:
+        opened.append(connect_as_role(memgov_dsn, role, org))
+        return opened[-1]
+
+    yield connect
+    for conn in opened:
+        conn.close()
