@@ -201,6 +201,7 @@ def test_undeploy_of_a_second_deploy_of_one_version_keeps_it(engine, db_conn, wr
     assert active(db_conn) is None
 
 
+@pytest.mark.slow
 def test_undeploy_of_a_revision_that_deployed_the_active_version_keeps_it(engine, db_conn, memgov_dsn, tmp_path):
     # `memgov deploy` made 1.0.0 active (and deploys it again: a no-op, recorded as nothing);
     # then revisions deploy 1.0.0 and 2.0.0: downgrading both walks back to 1.0.0, not to none
@@ -283,6 +284,7 @@ def offline_sql(run: Any) -> str:
     return buf.getvalue()
 
 
+@pytest.mark.slow
 def test_offline_sql_run_by_psql_deploys_and_undeploys(db_conn, memgov_dsn):
     deploy_sql = offline_sql(lambda op: (op.deploy_memory_policy(policy_text("1.0.0")),
                                          op.deploy_memory_policy(policy_text("2.0.0"))))  # fmt: skip
@@ -393,6 +395,7 @@ def load_module(path: Path) -> Any:
     return module
 
 
+@pytest.mark.slow
 def test_revision_writes_a_revision_that_embeds_the_policy(tmp_path, empty_dsn, restores_logging):
     url = sa.engine.make_url("postgresql+psycopg://")
     params = psycopg.conninfo.conninfo_to_dict(empty_dsn)
@@ -429,6 +432,7 @@ def test_revision_writes_a_revision_that_embeds_the_policy(tmp_path, empty_dsn, 
         assert (active(conn), active(conn, "acme")) == ("1.0.0", None)
 
 
+@pytest.mark.slow
 def test_revision_refuses_a_bad_policy_and_writes_nothing(tmp_path):
     root = host_project(tmp_path)
     bad = tmp_path / "bad.yaml"
@@ -450,6 +454,7 @@ def test_revision_refuses_a_bad_policy_and_writes_nothing(tmp_path):
     assert list((root / "migrations" / "versions").glob("*.py")) == []
 
 
+@pytest.mark.slow
 def test_revisions_offline_through_psql(tmp_path, empty_dsn, restores_logging):
     root = host_project(tmp_path)
     policy = tmp_path / "p.yaml"
@@ -467,6 +472,7 @@ def test_revisions_offline_through_psql(tmp_path, empty_dsn, restores_logging):
         assert decide(conn)["action"] == "allow"
 
 
+@pytest.mark.slow
 def test_revision_without_memgovs_branch_in_the_host_has_no_depends_on(tmp_path):
     root = host_project(tmp_path)
     ini = root / "alembic.ini"

@@ -302,6 +302,7 @@ def test_a_change_removed_or_altered_behind_the_guard_is_found(su, admin):
         assert report["settings_changes"]["first_break"]["problem"] == "missing"
 
 
+@pytest.mark.slow
 def test_memgov_status_shows_the_last_change(su, admin, logins, memgov_dsn):
     admin.execute("UPDATE memgov.settings SET value = 32768 WHERE name = 'max_fact_text_bytes'")
     data = status(login_dsn(memgov_dsn, logins.admin))

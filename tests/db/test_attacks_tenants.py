@@ -99,6 +99,7 @@ def policy_file(tmp_path: Path) -> Path:
     return path
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("tenant", list(INJECTIONS.values()), ids=list(INJECTIONS))
 def test_03_deploy_refuses_a_tenant_name_that_is_not_a_tenant_id(su, logins, memgov_dsn, policy_file, tenant):
     before = snapshot(su)
@@ -107,6 +108,7 @@ def test_03_deploy_refuses_a_tenant_name_that_is_not_a_tenant_id(su, logins, mem
     assert_same(before, snapshot(su), "memgov deploy --tenant <injection>")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("tenant", list(INJECTIONS.values()), ids=list(INJECTIONS))
 def test_03_compile_refuses_a_tenant_name_that_is_not_a_tenant_id(policy_file, tenant):
     result = run_memgov("compile", str(policy_file), "--tenant", tenant)
@@ -114,6 +116,7 @@ def test_03_compile_refuses_a_tenant_name_that_is_not_a_tenant_id(policy_file, t
     assert "CREATE TABLE" not in result.stdout
 
 
+@pytest.mark.slow
 def test_03_admin_login_deploys_a_valid_tenant_with_the_cli(su, logins, memgov_dsn, policy_file):
     result = run_memgov("deploy", str(policy_file), "--tenant", "initech", "--dsn", login_dsn(memgov_dsn, logins.admin))
     assert result.returncode == 0, result.stderr

@@ -279,6 +279,7 @@ def test_09_a_backreference_regex_is_refused_by_the_validator(pattern):
     assert "slow-regex" in str(info.value)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("pattern", [r"(.+)\1\1x", "a" * 20000], ids=["backreference", "20000_chars"])
 def test_09_a_catastrophic_regex_is_refused_at_deploy(su, logins, memgov_dsn, tmp_path, pattern):
     path = tmp_path / "slow.yaml"

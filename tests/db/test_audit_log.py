@@ -353,6 +353,7 @@ def test_writer_and_reviewer_can_neither_verify_nor_seal(memgov_dsn, logins, su,
 # -- tampering is found -------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_an_altered_row_is_named(memgov_dsn, su, admin, writer):
     ids = writes(writer, 6)
     seal(admin, batch_rows=3)
@@ -378,6 +379,7 @@ def test_an_altered_row_is_named(memgov_dsn, su, admin, writer):
     assert verify(admin)["ok"] is True
 
 
+@pytest.mark.slow
 def test_a_deleted_row_is_named(memgov_dsn, su, admin, writer):
     ids = writes(writer, 4)
     seal(admin)
@@ -439,6 +441,7 @@ def test_an_altered_or_removed_seal_is_found(su, admin, writer):
     assert verify(admin)["ok"] is True
 
 
+@pytest.mark.slow
 def test_a_rewritten_chain_passes_alone_and_fails_its_anchor(memgov_dsn, su, admin, writer):
     """What verify-log cannot prove by itself: the owner rewrites a row and re-seals from scratch.
     The hash printed before, kept outside the database, shows it."""
@@ -552,6 +555,7 @@ def test_archive_needs_a_time(su, admin):
 # -- the command line ---------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_verify_log_reports_an_intact_log(memgov_dsn, logins, su, admin, writer):
     writes(writer, 3)
     seal(admin)
@@ -574,6 +578,7 @@ def test_verify_log_reports_an_intact_log(memgov_dsn, logins, su, admin, writer)
     assert report["settings_changes"]["first_break"] is None
 
 
+@pytest.mark.slow
 def test_verify_log_errors_are_one_line(memgov_dsn, logins, su):
     result = run_memgov("verify-log", "--dsn", "postgresql://nobody@127.0.0.1:1/nothing")
     assert_one_line_error(result, "cannot connect")
@@ -587,6 +592,7 @@ def test_verify_log_errors_are_one_line(memgov_dsn, logins, su):
     assert result.returncode == 2
 
 
+@pytest.mark.slow
 def test_verify_log_on_a_database_without_memgov(empty_dsn):
     result = run_memgov("verify-log", "--dsn", empty_dsn)
     assert_one_line_error(result, "memgov migrate")
@@ -640,6 +646,7 @@ def test_a_seal_after_a_settings_change_carries_it(su, admin, writer):
     assert report["settings_changes"]["last_change_id"] == second
 
 
+@pytest.mark.slow
 def test_a_sealed_settings_change_altered_or_removed_breaks_its_seal(memgov_dsn, su, admin, writer):
     covered = [set_cap(admin, v) for v in (2048, 4096, 8192)]
     writes(writer, 2)
@@ -674,6 +681,7 @@ def test_a_sealed_settings_change_altered_or_removed_breaks_its_seal(memgov_dsn,
     assert (report["first_break"]["seal_id"], report["first_break"]["change_id"]) == (1, covered[2])
 
 
+@pytest.mark.slow
 def test_an_anchor_pins_the_settings_trail(memgov_dsn, su, admin, writer):
     kept = set_cap(admin, 4096)
     cut = set_cap(admin, 8192)

@@ -20,6 +20,7 @@ from tests.net_helpers import plain_bind_fails, refused_port
 ROOT = Path(__file__).resolve().parents[2]
 
 
+@pytest.mark.slow
 def test_migrate_with_dsn(empty_dsn):
     result = run_memgov("migrate", "--dsn", empty_dsn, "--json")
     assert result.returncode == 0, result.stderr
@@ -34,12 +35,14 @@ def test_migrate_with_dsn(empty_dsn):
     assert "already at" in again.stdout
 
 
+@pytest.mark.slow
 def test_migrate_with_memgov_dsn_environment(empty_dsn):
     result = run_memgov("migrate", env={"MEMGOV_DSN": empty_dsn})
     assert result.returncode == 0, result.stderr
     assert current_revision(empty_dsn) == head_revision()
 
 
+@pytest.mark.slow
 def test_status_reports_revision_and_tables(memgov_dsn):
     result = run_memgov("status", "--dsn", memgov_dsn, "--json")
     assert result.returncode == 0, result.stderr
@@ -48,6 +51,7 @@ def test_status_reports_revision_and_tables(memgov_dsn):
     assert "long_term_memory_items" in status["tables"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("dsn", "fragment"),
     [
@@ -63,11 +67,13 @@ def test_bad_dsn_is_one_line(command, dsn, fragment):
         assert_one_line_error(run_memgov(command, "--dsn", dsn.format(refused=port)), fragment)
 
 
+@pytest.mark.slow
 def test_wrong_database_name_is_one_line(memgov_server):
     dsn = memgov_server.dsn("no_such_database")
     assert_one_line_error(run_memgov("migrate", "--dsn", dsn), "no_such_database")
 
 
+@pytest.mark.slow
 def test_migrate_as_a_login_that_is_not_a_superuser_names_the_role(empty_dsn, memgov_dsn, logins):
     for role in (logins.admin, logins.nobody):
         result = run_memgov("migrate", "--dsn", login_dsn(empty_dsn, role))
@@ -89,6 +95,7 @@ def test_migrate_as_a_login_that_is_not_a_superuser_names_the_role(empty_dsn, me
     assert "already at" in at_head.stdout
 
 
+@pytest.mark.slow
 def test_deploy_and_rollback_without_memgov_admin_name_the_role(memgov_dsn, logins):
     policy = str(ROOT / "policies" / "default.yaml")
     with psycopg.connect(memgov_dsn) as conn:
@@ -115,6 +122,7 @@ def _database(result) -> str:
     return str(json.loads(result.stdout)["database"])
 
 
+@pytest.mark.slow
 def test_dsn_on_the_group_and_its_order(memgov_dsn, empty_dsn):
     """`memgov --dsn X COMMAND` works; the command's --dsn wins over it, and it wins over MEMGOV_DSN."""
     governed = psycopg.conninfo.conninfo_to_dict(memgov_dsn)["dbname"]
@@ -132,6 +140,7 @@ def test_dsn_on_the_group_and_its_order(memgov_dsn, empty_dsn):
     assert_one_line_error(run_memgov("--dsn", refused, "status", env={"MEMGOV_DSN": memgov_dsn}), "nowhere")
 
 
+@pytest.mark.slow
 def test_help_names_where_the_database_comes_from():
     group = run_memgov("--help")
     assert group.returncode == 0
@@ -143,16 +152,19 @@ def test_help_names_where_the_database_comes_from():
     assert "the command's --dsn, else memgov --dsn, else MEMGOV_DSN, else libpq's own PG* variables" in command
 
 
+@pytest.mark.slow
 def test_no_dsn_and_no_embedded_cluster(tmp_path):
     result = run_memgov("status", cwd=tmp_path)
     assert_one_line_error(result, "memgov up")
 
 
+@pytest.mark.slow
 def test_missing_server_binaries(tmp_path):
     result = run_memgov("up", env={"MEMGOV_PG_BINDIR": str(tmp_path / "nothing"), "MEMGOV_HOME": str(tmp_path)})
     assert_one_line_error(result, "binaries not found")
 
 
+@pytest.mark.slow
 def test_unknown_command_is_a_usage_error():
     result = run_memgov("frobnicate")
     assert result.returncode == 2
@@ -215,6 +227,7 @@ def _env_with_memgov() -> dict[str, str]:
     return env | {"PATH": f"{Path(sys.executable).parent}:{env.get('PATH', '/usr/bin:/bin')}"}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("shell", "line"),
     [
@@ -230,6 +243,7 @@ def test_shell_completion_scripts_as_the_docs_load_them(shell, line):
     assert line in script.stdout, script.stdout
 
 
+@pytest.mark.slow
 def test_the_bash_completion_completes_commands():
     # the line of docs/operations.md, then what bash does on `memgov mig<TAB>` and `memgov retention <TAB>`
     script = """
@@ -248,6 +262,7 @@ def test_the_bash_completion_completes_commands():
     assert completed.stdout.splitlines() == ["migrate", "run schedule unschedule"], completed.stdout
 
 
+@pytest.mark.slow
 def test_search_prints_what_the_policy_lets_the_login_recall(memgov_dsn, db_conn):
     from memgov_pg.deploy import deploy
 
@@ -275,6 +290,7 @@ def test_search_prints_what_the_policy_lets_the_login_recall(memgov_dsn, db_conn
     assert run_memgov("search", "--tenant", "cli-recall", "--limit", "0", "--dsn", memgov_dsn).returncode == 2
 
 
+@pytest.mark.slow
 def test_demo_plays_its_story_recall_included(memgov_dsn):
     result = run_memgov("demo", "--dsn", memgov_dsn, env={"COLUMNS": "200"})
     assert result.returncode == 0, result.stderr
@@ -282,6 +298,7 @@ def test_demo_plays_its_story_recall_included(memgov_dsn):
         assert line in result.stdout, line
 
 
+@pytest.mark.slow
 def test_demo_shadows_a_candidate_promotes_it_and_leaves_the_default_in_force(memgov_dsn):
     for _ in range(2):  # a second run tells the same story
         result = run_memgov("demo", "--dsn", memgov_dsn, env={"COLUMNS": "200"})

@@ -35,11 +35,13 @@ def clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.delenv(name, raising=False)
 
 
+@pytest.mark.slow
 def test_pg_variables_reach_the_server(memgov_dsn, clean_env):
     result = run_memgov("status", "--json", env=libpq_env(memgov_dsn))
     assert database_of(result) == conninfo.conninfo_to_dict(memgov_dsn)["dbname"]
 
 
+@pytest.mark.slow
 def test_service_file_reaches_the_server(memgov_dsn, clean_env, tmp_path):
     params = conninfo.conninfo_to_dict(memgov_dsn)
     lines = ["[memgov-test]"] + [f"{key}={value}" for key, value in params.items() if value]
@@ -49,6 +51,7 @@ def test_service_file_reaches_the_server(memgov_dsn, clean_env, tmp_path):
     assert database_of(run_memgov("status", "--json", env=env)) == params["dbname"]
 
 
+@pytest.mark.slow
 def test_dsn_beats_memgov_dsn_beats_pg_variables(memgov_dsn, empty_dsn, clean_env):
     governed = conninfo.conninfo_to_dict(memgov_dsn)["dbname"]
     other = conninfo.conninfo_to_dict(empty_dsn)["dbname"]
@@ -68,6 +71,7 @@ def test_resolve_dsn_order(clean_env, monkeypatch):
     assert resolve_dsn(None) == ""  # libpq resolves it
 
 
+@pytest.mark.slow
 def test_python_m_memgov_pg(memgov_dsn):
     env = {k: v for k, v in os.environ.items() if k != "MEMGOV_DSN"}
     result = subprocess.run(
@@ -77,6 +81,7 @@ def test_python_m_memgov_pg(memgov_dsn):
     assert database_of(result) == conninfo.conninfo_to_dict(memgov_dsn)["dbname"]
 
 
+@pytest.mark.slow
 def test_verbose_logs_the_connection_without_password(memgov_dsn):
     result = run_memgov("-v", "status", "--dsn", memgov_dsn)
     assert result.returncode == 0, result.stderr

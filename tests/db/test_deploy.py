@@ -102,6 +102,7 @@ def test_tenant_override_applies_to_its_tenant_only(memgov_dsn, tmp_path):
     assert evaluate(memgov_dsn, ITEM | {"org_id": "globex"})["action"] == "allow"
 
 
+@pytest.mark.slow
 def test_invalid_policy_leaves_the_database_as_it_was(memgov_dsn, tmp_path, db_conn):
     deploy(memgov_dsn, DEFAULT)
     bad = tmp_path / "bad.yaml"
@@ -117,6 +118,7 @@ def test_invalid_policy_leaves_the_database_as_it_was(memgov_dsn, tmp_path, db_c
     assert versions == [("1.0.0", True)]
 
 
+@pytest.mark.slow
 def test_compile_output_run_by_psql_deploys(memgov_dsn, db_conn):
     script = run_memgov("compile", str(DEFAULT), "--dsn", memgov_dsn)
     assert script.returncode == 0, script.stderr
@@ -234,6 +236,7 @@ def test_concurrent_writers_see_no_error_during_deploys(memgov_dsn, tmp_path):
 # -- the command line --------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_cli_validate(tmp_path):
     good = run_memgov("validate", str(DEFAULT))
     assert good.returncode == 0, good.stderr
@@ -248,6 +251,7 @@ def test_cli_validate(tmp_path):
     assert "Traceback" not in result.stderr
 
 
+@pytest.mark.slow
 def test_cli_deploy_evaluate_rollback(memgov_dsn, tmp_path):
     first = run_memgov("deploy", str(policy_file(tmp_path, "1.0.0", "allow", "a.yaml")), "--dsn", memgov_dsn, "--json")
     assert first.returncode == 0, first.stderr
@@ -264,6 +268,7 @@ def test_cli_deploy_evaluate_rollback(memgov_dsn, tmp_path):
     )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("args", "fragment"),
     [

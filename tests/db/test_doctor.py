@@ -88,6 +88,7 @@ def admin(dsn: str) -> Iterator[psycopg.Connection[Any]]:
         yield conn
 
 
+@pytest.mark.slow
 def test_a_fresh_database_lacks_only_the_sweep(dsn, memgov_server):
     """Freshly migrated: no error; pg_cron is loaded in the test cluster but no job runs the sweep."""
     code, report = doctor(dsn)
@@ -115,6 +116,7 @@ def baseline(dsn: str, memgov_server: Any) -> set[Key]:
     return keys(doctor(dsn)[1])
 
 
+@pytest.mark.slow
 def test_a_scheduled_database_is_clean(dsn, baseline, requires_pg_cron):
     assert {k[1] for k in baseline} == {"info"}, sorted(baseline)
     result = run_memgov("doctor", "--dsn", dsn)
@@ -393,6 +395,7 @@ CASES: list[tuple[str, list[str], list[str], list[Key]]] = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("setup", "fix", "expected"), [c[1:] for c in CASES], ids=[c[0] for c in CASES])
 def test_a_bad_configuration_is_reported_then_fixed(dsn, admin, baseline, setup, fix, expected):
     names = {
@@ -422,6 +425,7 @@ def test_a_bad_configuration_is_reported_then_fixed(dsn, admin, baseline, setup,
     assert keys(report) == baseline, report["findings"]
 
 
+@pytest.mark.slow
 def test_text_output_is_one_finding_per_line(dsn, admin, baseline):
     private = signature(admin, "rebuild_dispatch")
     admin.execute(f"GRANT EXECUTE ON FUNCTION {private} TO memgov_writer")
@@ -440,6 +444,7 @@ def test_text_output_is_one_finding_per_line(dsn, admin, baseline):
     assert all(line.split(":", 1)[0] in ("error", "warning", "info") for line in lines[:-1])
 
 
+@pytest.mark.slow
 def test_a_bound_role_that_is_gone_is_a_warning(dsn, admin, baseline):
     admin.execute(sql.SQL("CREATE ROLE {} LOGIN IN ROLE memgov_writer").format(sql.Identifier(GONE)))
     granted = run_memgov("tenant", "grant", GONE, "acme", "--dsn", dsn)
@@ -456,6 +461,7 @@ def test_a_bound_role_that_is_gone_is_a_warning(dsn, admin, baseline):
     assert keys(doctor(dsn)[1]) == baseline
 
 
+@pytest.mark.slow
 def test_binding_a_login_changes_the_note(dsn, admin, baseline):
     granted = run_memgov("tenant", "grant", WRITER, "acme", "--dsn", dsn)
     assert granted.returncode == 0, granted.stderr
@@ -470,6 +476,7 @@ def test_binding_a_login_changes_the_note(dsn, admin, baseline):
         run_memgov("tenant", "revoke", WRITER, "acme", "--dsn", dsn)
 
 
+@pytest.mark.slow
 def test_a_non_superuser_gets_an_answer(dsn, baseline):
     """Catalogs are readable by everyone; what such a login cannot read is a warning, not a traceback."""
     code, report = doctor(as_user(dsn, DBA))
@@ -484,6 +491,7 @@ def pg_cron_finding(report: dict[str, Any]) -> dict[str, Any]:
     return finding
 
 
+@pytest.mark.slow
 def test_a_login_that_may_not_see_pg_cron_is_not_told_it_is_not_loaded(dsn, baseline, requires_pg_cron):
     """pg_cron's settings are superuser-only: hidden is not missing. The finding names the role."""
     finding = pg_cron_finding(doctor(as_user(dsn, DBA))[1])
@@ -497,6 +505,7 @@ def test_a_login_that_may_not_see_pg_cron_is_not_told_it_is_not_loaded(dsn, base
     )
 
 
+@pytest.mark.slow
 def test_a_memgov_admin_login_is_told_the_grant_pg_cron_needs(dsn, admin, baseline, requires_pg_cron):
     cron_db = admin.execute("SHOW cron.database_name").fetchone()[0]
     code, report = doctor(as_user(dsn, ADMIN))
@@ -517,6 +526,7 @@ def test_a_memgov_admin_login_is_told_the_grant_pg_cron_needs(dsn, admin, baseli
     assert finding["message"].startswith(f"no pg_cron job (visible to {ADMIN}) runs memgov.run_maintenance()")
 
 
+@pytest.mark.slow
 def test_a_database_without_memgov_is_one_line(empty_dsn):
     assert_one_line_error(run_memgov("doctor", "--dsn", empty_dsn), "memgov migrate")
 

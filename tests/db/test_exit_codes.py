@@ -46,11 +46,13 @@ def test_the_codes_are_the_documented_ones():
         assert f"| {int(code)} |" in table, f"exit code {int(code)} is missing from docs/operations.md's table"
 
 
+@pytest.mark.slow
 def test_ok_is_0(su, memgov_dsn):
     result = run_memgov("validate", DEFAULT)
     assert result.returncode == ExitCode.OK, result.stderr
 
 
+@pytest.mark.slow
 def test_failure_is_1_and_one_line():
     with refused_port() as port:
         result = run_memgov("status", "--dsn", f"host=127.0.0.1 port={port} dbname=x connect_timeout=2")
@@ -58,6 +60,7 @@ def test_failure_is_1_and_one_line():
     assert_one_line_error(result)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "args",
     [("status", "--no-such-option"), ("deploy",), ("deploy", DEFAULT, "--tenant", "a b"), ("no-such-command",)],
@@ -69,6 +72,7 @@ def test_usage_is_2(args):
     assert "Traceback" not in result.stderr
 
 
+@pytest.mark.slow
 def test_sweep_in_progress_is_3_and_does_nothing(su, memgov_dsn):
     runs = maintenance_runs(su)
     with psycopg.connect(memgov_dsn, autocommit=True) as holder:
@@ -79,6 +83,7 @@ def test_sweep_in_progress_is_3_and_does_nothing(su, memgov_dsn):
     assert maintenance_runs(su) == runs
 
 
+@pytest.mark.slow
 def test_lock_not_granted_within_lock_timeout_is_3_and_deploys_nothing(su, memgov_dsn):
     """A DBA's `PGOPTIONS='-c lock_timeout=…'` turns waiting for another deploy into exit 3 (55P03)."""
     before = deployed_versions(su)
@@ -91,6 +96,7 @@ def test_lock_not_granted_within_lock_timeout_is_3_and_deploys_nothing(su, memgo
     assert deployed_versions(su) == before
 
 
+@pytest.mark.slow
 def test_interrupt_is_130_and_rolls_back(su, memgov_dsn):
     """Ctrl-C while `memgov deploy` waits for another deploy: exit 130, nothing deployed, and its
     backend waits no more (the query was cancelled, not left waiting for the lock)."""

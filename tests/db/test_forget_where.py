@@ -278,6 +278,7 @@ def test_the_async_engine_forgets_in_its_tenant(su, memgov_dsn, login, logins):
 # -- the command line --------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_cli_forget_dry_run_then_forget(su, memgov_dsn, login, logins):
     subject_memories(su, login(logins.writer))
     dsn = login_dsn(memgov_dsn, logins.writer)
@@ -291,6 +292,7 @@ def test_cli_forget_dry_run_then_forget(su, memgov_dsn, login, logins):
     assert su.execute("SELECT reason, memory_count FROM memgov.deletion_log").fetchall() == [("forgotten", 2)]
 
 
+@pytest.mark.slow
 def test_cli_forget_refuses_bad_input_in_one_line(su, memgov_dsn, logins):
     seed(su, "allowed", subject_id=SUBJECT)
     dsn = login_dsn(memgov_dsn, logins.writer)

@@ -201,6 +201,7 @@ def remember_preference(writer_dsn: str) -> str:
     return str(row[0])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", ["online", "offline"])
 def test_upgrade_heads_then_downgrade_step_by_step(tmp_path, empty_dsn, writer, mode):
     project = copy_project(tmp_path)
@@ -232,6 +233,7 @@ def test_upgrade_heads_then_downgrade_step_by_step(tmp_path, empty_dsn, writer, 
     assert active_policies(empty_dsn) == ["2.0.0"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", ["online", "offline"])
 def test_a_failing_revision_after_a_policy_revision_rolls_everything_back(tmp_path, empty_dsn, mode):
     project = copy_project(tmp_path)
@@ -247,6 +249,7 @@ def test_a_failing_revision_after_a_policy_revision_rolls_everything_back(tmp_pa
     assert one(empty_dsn, "SELECT count(*) FROM pg_namespace WHERE nspname = 'memgov'") == 0
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", ["online", "offline"])
 def test_memgov_branch_alone_in_the_host_table(tmp_path, empty_dsn, mode):
     """`alembic upgrade memgov@head`: the host's table records memgov's revision itself."""
@@ -271,6 +274,7 @@ def test_memgov_branch_alone_in_the_host_table(tmp_path, empty_dsn, mode):
     assert memgov_objects(empty_dsn) == []
 
 
+@pytest.mark.slow
 def test_a_host_revision_written_against_an_older_memgov_records_memgovs_head_too(tmp_path, empty_dsn):
     """The sample's revision depends on 0001_initial; `upgrade heads` takes memgov on to its head,
     which nothing implies, so Alembic records it beside the host's."""
@@ -285,6 +289,7 @@ def test_a_host_revision_written_against_an_older_memgov_records_memgovs_head_to
     )
 
 
+@pytest.mark.slow
 def test_memgov_migrate_and_status_in_a_host_project(tmp_path, empty_dsn):
     """memgov's revision implied by a host revision's depends_on (Alembic then records only the host's):
     the schema's comment says which revision it is."""
@@ -313,6 +318,7 @@ def test_memgov_migrate_and_status_in_a_host_project(tmp_path, empty_dsn):
     assert json.loads(ok(run_memgov("migrate", "--dsn", empty_dsn, "--json")))["host_owned"] is True
 
 
+@pytest.mark.slow
 def test_a_host_table_of_another_name_needs_version_table(tmp_path, empty_dsn):
     project = copy_project(tmp_path)
     ok(alembic(project, empty_dsn, "-x", "version_table=app_versions", "upgrade", "memgov@head"))
@@ -333,6 +339,7 @@ def test_a_host_table_of_another_name_needs_version_table(tmp_path, empty_dsn):
     assert "owns it" in ok(run_memgov("migrate", "--dsn", empty_dsn, "--version-table", "app_versions"))
 
 
+@pytest.mark.slow
 def test_another_target_in_a_host_table_is_one_line(empty_dsn):
     """memgov migrate never moves a host table: any target but the head it is at is one error line."""
     assert run_memgov("migrate", "--dsn", empty_dsn).returncode == 0
@@ -345,6 +352,7 @@ def test_another_target_in_a_host_table_is_one_line(empty_dsn):
     assert versions(empty_dsn) == {head_revision(), "host_0001_notes"}
 
 
+@pytest.mark.slow
 def test_recorded_twice_and_bad_names_are_one_line(empty_dsn):
     assert run_memgov("migrate", "--dsn", empty_dsn).returncode == 0
     with psycopg.connect(empty_dsn, autocommit=True) as conn:
@@ -358,6 +366,7 @@ def test_recorded_twice_and_bad_names_are_one_line(empty_dsn):
         assert_one_line_error(result, "--version-table")
 
 
+@pytest.mark.slow
 def test_memgov_own_table_is_still_found_first(empty_dsn):
     assert run_memgov("migrate", "--dsn", empty_dsn).returncode == 0
     status = json.loads(ok(run_memgov("status", "--dsn", empty_dsn, "--json")))
@@ -432,6 +441,7 @@ def decided(writer_dsn: str) -> str:
         return json.loads(exc.diag.message_detail or "{}")["reason_codes"][0]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("scenario", sorted(SCENARIOS))
 def test_each_downgrade_restores_the_policies_before_its_revision(tmp_path, empty_dsn, writer, scenario):
     revisions, deployed_before = SCENARIOS[scenario]

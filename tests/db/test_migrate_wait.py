@@ -58,12 +58,14 @@ def test_migrate_waits_for_a_server_that_starts_listening_later(stopped_cluster)
     assert current_revision(dsn) == head_revision()
 
 
+@pytest.mark.slow
 def test_the_wait_is_bounded_and_ends_in_the_connection_error():
     with refused_port() as port:
         result = run_memgov("migrate", "--wait", "1", "--dsn", f"postgresql://postgres@127.0.0.1:{port}/postgres")
     assert_one_line_error(result, "cannot connect to 127.0.0.1:", "Connection refused", "(waited 1 s)")
 
 
+@pytest.mark.slow
 def test_a_server_that_answers_is_not_waited_for(memgov_server):
     # it refuses the login (no such database): --wait must not turn that into a wait of
     # ten minutes, which the helper's timeout would stop as a failure
@@ -72,6 +74,7 @@ def test_a_server_that_answers_is_not_waited_for(memgov_server):
     assert "waited" not in result.stderr
 
 
+@pytest.mark.slow
 def test_a_negative_wait_is_a_usage_error():
     result = run_memgov("migrate", "--wait", "-1", "--dsn", "postgresql://postgres@127.0.0.1:1/postgres")
     assert result.returncode == 2

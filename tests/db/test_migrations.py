@@ -44,6 +44,7 @@ def assert_same_schema(left: str, right: str, left_name: str, right_name: str) -
         pytest.fail(f"schemas differ:\n{diff[:6000]}")
 
 
+@pytest.mark.slow
 def test_migrations_build_the_same_schema_as_sql_files(memgov_server, request):
     from_sql = memgov_server.create_database(f"mig_sql_{id(request)}")
     from_alembic = memgov_server.create_database(f"mig_alembic_{id(request)}")
@@ -58,6 +59,7 @@ def test_migrations_build_the_same_schema_as_sql_files(memgov_server, request):
         memgov_server.drop_database(f"mig_alembic_{id(request)}")
 
 
+@pytest.mark.slow
 def test_upgrade_downgrade_upgrade_round_trip(empty_dsn):
     upgrade(empty_dsn)
     first = schema_dump(empty_dsn)
@@ -70,6 +72,7 @@ def test_upgrade_downgrade_upgrade_round_trip(empty_dsn):
     assert_same_schema(first, schema_dump(empty_dsn), "first upgrade", "after round trip")
 
 
+@pytest.mark.slow
 def test_alembic_command_from_repository_root(empty_dsn):
     """`alembic upgrade memgov@head` from the repository root does what `memgov migrate` does."""
     result = subprocess.run(
@@ -95,6 +98,7 @@ def test_branch_label_downgrades_to_base(empty_dsn):
         assert conn.execute("SELECT to_regnamespace('memgov')").fetchone() == (None,)
 
 
+@pytest.mark.slow
 def test_a_revision_the_history_does_not_know_is_one_error_line(empty_dsn):
     """A database stamped with a revision this memgov does not ship (an unreleased one
     squashed away, a newer memgov's) fails with one line and is left as it was."""
@@ -106,6 +110,7 @@ def test_a_revision_the_history_does_not_know_is_one_error_line(empty_dsn):
     assert current_revision(empty_dsn) == "0004_feedback_retention"
 
 
+@pytest.mark.slow
 def test_each_revision_s_downgrade_restores_the_schema_before_it(empty_dsn):
     from memgov_pg.migrate import shipped_revisions
 

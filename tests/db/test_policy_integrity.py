@@ -224,6 +224,7 @@ def test_the_same_version_deployed_again_is_still_no_change(su, admin):
 # == 2. code rewritten in place: reported, and never spread ================================
 
 
+@pytest.mark.slow
 def test_a_rewritten_global_body_is_reported(memgov_dsn, su, logins):
     name = active_function(su, "*")
     plant(su, name, evil(live_body(su, name)))
@@ -252,6 +253,7 @@ def test_a_rewritten_global_body_is_never_copied_into_decide(su, admin, writer):
     assert_decides_as_recorded(su, admin, writer, ORG, GLOBAL_VERSION)
 
 
+@pytest.mark.slow
 def test_a_rewritten_tenant_body_is_reported_until_the_record_is_restored(memgov_dsn, su, admin, gwriter, logins):
     name = active_function(su, OTHER)
     plant(su, name, evil(live_body(su, name)))
@@ -331,6 +333,7 @@ def slow_regex_policy(version: str) -> str:
     )
 
 
+@pytest.mark.slow
 def test_a_regex_postgres_compiles_slowly_is_refused_at_deploy(su, logins, memgov_dsn, tmp_path):
     path = tmp_path / "slow.yaml"
     path.write_text(slow_regex_policy("4.0.0"), encoding="utf-8")

@@ -46,6 +46,7 @@ def catalog(conn: psycopg.Connection[Any]) -> tuple[Any, ...]:
     return tuple(versions), functions
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("policy", POLICIES, ids=lambda p: str(p.relative_to(ROOT)))
 def test_every_shipped_policy_passes_its_tests(memgov_dsn, policy):
     tests = policy.with_name(f"{policy.stem}.test.yaml")
@@ -56,6 +57,7 @@ def test_every_shipped_policy_passes_its_tests(memgov_dsn, policy):
     assert " 0 failed" in result.stdout
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["default", "examples/memproof", "examples/memproof.yaml"])
 def test_a_shipped_policy_is_tested_by_name_as_deploy_takes_it(memgov_dsn, tmp_path, name):
     # from a directory holding no policy: the name resolves to the shipped file and its tests
@@ -68,17 +70,20 @@ def test_a_shipped_policy_is_tested_by_name_as_deploy_takes_it(memgov_dsn, tmp_p
     assert {case["file"] for case in report["cases"]} == {str(ROOT / "policies" / f"{stem}.test.yaml")}
 
 
+@pytest.mark.slow
 def test_a_file_of_that_name_wins_over_the_shipped_policy(memgov_dsn, tmp_path):
     (tmp_path / "default").write_text((ROOT / "policies" / "default.yaml").read_text())
     assert_one_line_error(run_memgov("test", "default", "--dsn", memgov_dsn, cwd=tmp_path),
                           "default.test.yaml does not exist")  # fmt: skip
 
 
+@pytest.mark.slow
 def test_an_unknown_name_lists_the_shipped_policies(memgov_dsn, tmp_path):
     assert_one_line_error(run_memgov("test", "nosuch", "--dsn", memgov_dsn, cwd=tmp_path),
                           "no such file, nor a shipped policy (default, examples/memproof")  # fmt: skip
 
 
+@pytest.mark.slow
 def test_a_failing_case_shows_the_difference_and_exits_1(memgov_dsn, db_conn, tmp_path):
     tests = tmp_path / "wrong.test.yaml"
     tests.write_text(FAILING)
@@ -97,6 +102,7 @@ def test_a_failing_case_shows_the_difference_and_exits_1(memgov_dsn, db_conn, tm
     assert catalog(db_conn) == before  # nothing deployed, nothing left behind
 
 
+@pytest.mark.slow
 def test_json_report(memgov_dsn, tmp_path):
     tests = tmp_path / "wrong.test.yaml"
     tests.write_text(FAILING)
@@ -110,6 +116,7 @@ def test_json_report(memgov_dsn, tmp_path):
     assert data["cases"][2]["actual"] is None and data["cases"][2]["differences"][0].startswith("error: ")
 
 
+@pytest.mark.slow
 def test_a_candidate_with_the_version_of_a_deployed_policy_is_tested_not_refused(memgov_dsn, db_conn, tmp_path):
     deploy(memgov_dsn, ROOT / "policies" / "default.yaml")
     before = catalog(db_conn)
@@ -126,6 +133,7 @@ def test_a_candidate_with_the_version_of_a_deployed_policy_is_tested_not_refused
     assert catalog(db_conn) == before
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("text", "fragment"),
     [
@@ -144,12 +152,14 @@ def test_a_malformed_test_file_is_one_line(memgov_dsn, tmp_path, text, fragment)
                                      "--dsn", memgov_dsn), fragment)  # fmt: skip
 
 
+@pytest.mark.slow
 def test_a_policy_without_its_test_file_is_one_line(memgov_dsn, tmp_path):
     policy = tmp_path / "lonely.yaml"
     policy.write_text((ROOT / "policies" / "default.yaml").read_text())
     assert_one_line_error(run_memgov("test", str(policy), "--dsn", memgov_dsn), "lonely.test.yaml does not exist")
 
 
+@pytest.mark.slow
 def test_an_admin_login_is_told_to_connect_as_a_superuser(memgov_dsn, db_conn):
     db_conn.execute("DROP ROLE IF EXISTS memgov_test_policy_admin")
     db_conn.execute("CREATE ROLE memgov_test_policy_admin LOGIN IN ROLE memgov_admin")
@@ -163,6 +173,7 @@ def test_an_admin_login_is_told_to_connect_as_a_superuser(memgov_dsn, db_conn):
     assert catalog(db_conn) == before
 
 
+@pytest.mark.slow
 def test_a_real_tenant_named_like_the_scratch_tenant_is_no_obstacle(memgov_dsn, db_conn, tmp_path):
     from memgov_pg.policy_tests import SCRATCH_TENANT
 

@@ -89,6 +89,7 @@ def count(su: psycopg.Connection[Any]) -> int:
 # -- retention run ------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_run_json_prints_the_summary(su, memgov_dsn):
     seed(su, 3)
     seed(su, 2, "fresh", age="1 day")
@@ -102,6 +103,7 @@ def test_run_json_prints_the_summary(su, memgov_dsn):
     assert count(su) == 2
 
 
+@pytest.mark.slow
 def test_run_text_shows_counts_per_reason(su, memgov_dsn):
     seed(su, 4)
     result = run_memgov("retention", "run", "--dsn", memgov_dsn)
@@ -114,6 +116,7 @@ def test_run_text_shows_counts_per_reason(su, memgov_dsn):
     assert count(su) == 0
 
 
+@pytest.mark.slow
 def test_run_draws_progress_on_a_terminal_and_nothing_when_piped(su, memgov_dsn):
     """The progress display goes to stderr only when stderr is a terminal; stdout keeps the final lines."""
     seed(su, 3)
@@ -150,6 +153,7 @@ def _read_available(fd: int) -> bytes:
         return b""
 
 
+@pytest.mark.slow
 def test_dry_run_reports_what_would_go_and_deletes_nothing(su, memgov_dsn):
     seed(su, 5)
     result = run_memgov("retention", "run", "--dry-run", "--dsn", memgov_dsn, "--json")
@@ -164,6 +168,7 @@ def test_dry_run_reports_what_would_go_and_deletes_nothing(su, memgov_dsn):
     assert count(su) == 5
 
 
+@pytest.mark.slow
 def test_run_while_another_holds_the_lock_is_one_line(su, memgov_dsn):
     seed(su, 2)
     with psycopg.connect(memgov_dsn, autocommit=True) as holder:
@@ -173,10 +178,12 @@ def test_run_while_another_holds_the_lock_is_one_line(su, memgov_dsn):
     assert count(su) == 2
 
 
+@pytest.mark.slow
 def test_run_on_a_database_without_memgov_is_one_line(empty_dsn):
     assert_one_line_error(run_memgov("retention", "run", "--dsn", empty_dsn), "memgov migrate")
 
 
+@pytest.mark.slow
 def test_run_needs_memgov_admin(su, memgov_dsn):
     su.execute("DROP ROLE IF EXISTS retention_cli_writer")
     su.execute("CREATE ROLE retention_cli_writer LOGIN IN ROLE memgov_writer")
@@ -198,6 +205,7 @@ def test_run_needs_memgov_admin(su, memgov_dsn):
 # -- retention schedule / unschedule --------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_schedule_twice_leaves_one_job(su, memgov_dsn, cron):
     database = su.info.dbname
     first = run_memgov("retention", "schedule", "--dsn", memgov_dsn, "--json")
@@ -217,12 +225,14 @@ def test_schedule_twice_leaves_one_job(su, memgov_dsn, cron):
     assert len(jobs(cron, database)) == 1
 
 
+@pytest.mark.slow
 def test_schedule_rejects_a_bad_schedule_in_one_line(su, memgov_dsn, cron):
     result = run_memgov("retention", "schedule", "every day", "--dsn", memgov_dsn)
     assert_one_line_error(result, "invalid schedule")
     assert jobs(cron, su.info.dbname) == []
 
 
+@pytest.mark.slow
 def test_unschedule(su, memgov_dsn, cron):
     database = su.info.dbname
     assert run_memgov("retention", "schedule", "--dsn", memgov_dsn).returncode == 0
@@ -239,6 +249,7 @@ USAGE_GRANT = "GRANT USAGE ON SCHEMA cron TO memgov_admin"
 SCHEDULE_GRANT = "GRANT EXECUTE ON FUNCTION cron.schedule_in_database(text,text,text,text,text,boolean) TO memgov_admin"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("role", ["writer", "nobody"])
 def test_schedule_without_memgov_admin_names_the_role_not_a_missing_pg_cron(su, memgov_dsn, cron, logins, role):
     login = getattr(logins, role)
@@ -254,6 +265,7 @@ def test_schedule_without_memgov_admin_names_the_role_not_a_missing_pg_cron(su, 
     assert jobs(cron, su.info.dbname) == []
 
 
+@pytest.mark.slow
 def test_schedule_as_a_memgov_admin_login_names_each_grant_pg_cron_needs(su, memgov_dsn, cron, logins):
     """The grants docs/retention.md lists, one at a time: each refusal names the next."""
     database, who = su.info.dbname, login_dsn(memgov_dsn, logins.admin)
@@ -287,6 +299,7 @@ def test_schedule_as_a_memgov_admin_login_names_each_grant_pg_cron_needs(su, mem
             cron.execute(grant.replace("GRANT", "REVOKE", 1).replace(" TO ", " FROM "))
 
 
+@pytest.mark.slow
 def test_schedule_again_makes_an_inactive_job_active(su, memgov_dsn, cron):
     first = json.loads(run_memgov("retention", "schedule", "--dsn", memgov_dsn, "--json").stdout)
     cron.execute("SELECT cron.alter_job(%s, active => false)", (first["jobid"],))
@@ -300,6 +313,7 @@ def test_schedule_again_makes_an_inactive_job_active(su, memgov_dsn, cron):
 # -- memgov status ----------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_status_json_shows_policies_queues_runs_decisions_and_the_job(su, memgov_dsn, cron):
     deploy(su, POLICY.replace('"1.0.0"', '"2.5.0"'), tenant="acme")
     with psycopg.connect(memgov_dsn, autocommit=True) as writer:
@@ -338,6 +352,7 @@ def test_status_json_shows_policies_queues_runs_decisions_and_the_job(su, memgov
         assert fragment in text.stdout, text.stdout
 
 
+@pytest.mark.slow
 def test_status_reports_a_killed_run_as_interrupted(su, memgov_dsn):
     with su.transaction():
         su.execute("SET LOCAL ROLE memgov_owner")
@@ -350,6 +365,7 @@ def test_status_reports_a_killed_run_as_interrupted(su, memgov_dsn):
         assert status["last_maintenance_run"]["status"] == "running"
 
 
+@pytest.mark.slow
 def test_status_of_an_unmigrated_database(empty_dsn):
     result = run_memgov("status", "--dsn", empty_dsn, "--json")
     assert result.returncode == 0, result.stderr
@@ -448,6 +464,7 @@ def _times(value: Any) -> list[str]:
     return [value] if isinstance(value, str) and LOOKS_LIKE_A_TIME.match(value) else []
 
 
+@pytest.mark.slow
 def test_every_json_timestamp_is_iso_8601_with_t_and_offset(su, memgov_dsn):
     seed(su, 2)
     run_memgov("retention", "run", "--dsn", memgov_dsn)  # a finished run, for status to show

@@ -64,6 +64,7 @@ def ok_json(result: subprocess.CompletedProcess[str]) -> Any:
 # -- reading the queues ----------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_each_login_lists_what_row_level_security_lets_it_see(su, writer, login: Login, logins: Logins, as_login):
     _, mine = held_by(writer, su)
     _, theirs = held_by(login(logins.gwriter, OTHER), su, org=OTHER)
@@ -92,6 +93,7 @@ def test_each_login_lists_what_row_level_security_lets_it_see(su, writer, login:
                             "--json")) == []  # fmt: skip
 
 
+@pytest.mark.slow
 def test_who_may_not_read_the_queues_gets_one_line(su, writer, logins: Logins, as_login):
     held_by(writer, su)
     no_tenant = as_login(logins.reviewer, "approvals", "list")
@@ -108,6 +110,7 @@ def test_who_may_not_read_the_queues_gets_one_line(su, writer, logins: Logins, a
     assert_one_line_error(unbound, "not bound to tenant acme", "memgov tenant grant", "[42501]")
 
 
+@pytest.mark.slow
 def test_show_prints_the_payload_whole_and_the_rule_that_held_it(su, writer, logins: Logins, as_login):
     text = "likes tea, " + "very strong " * 20 + "with milk"
     memory_id, request_id = held_by(writer, su, fact_text=text, project_id="atlas", metadata=Jsonb({"channel": "chat"}))
@@ -128,6 +131,7 @@ def test_show_prints_the_payload_whole_and_the_rule_that_held_it(su, writer, log
     assert as_login(logins.reviewer, "approvals", "show", "not-a-uuid", "--tenant", "acme").returncode == 2
 
 
+@pytest.mark.slow
 def test_show_escapes_what_would_rewrite_the_terminal(su, writer, logins: Logins, as_login):
     forged = "likes tea\n  status      approved\x1b[2K\x1b]0;title\x07 \u202eeulav C:\\new"
     _, request_id = held_by(writer, su, fact_text=forged)
@@ -144,6 +148,7 @@ def test_show_escapes_what_would_rewrite_the_terminal(su, writer, logins: Logins
         logins.reviewer, "approvals", "show", str(request_id), "--tenant", "acme", "--json").stdout  # fmt: skip
 
 
+@pytest.mark.slow
 def test_show_of_a_held_update_says_what_approving_changes(su, writer, logins: Logins, as_login):
     memory_id = insert(writer, item("allowed", category="preference", confidence="0.9")).fetchone()[0]
     writer.execute(
@@ -161,6 +166,7 @@ def test_show_of_a_held_update_says_what_approving_changes(su, writer, logins: L
 # -- deciding: four eyes ---------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_the_login_that_made_a_write_cannot_decide_it(su, login: Login, logins: Logins, as_login):
     both = login(logins.both)
     _, request_id = held_by(both, su)
@@ -190,6 +196,7 @@ def test_the_login_that_made_a_write_cannot_decide_it(su, login: Login, logins: 
     assert_one_line_error(again, "is already approved", "[MG409]")
 
 
+@pytest.mark.slow
 def test_approve_and_deny_print_what_they_did(su, writer, logins: Logins, as_login):
     memory_id, first = held_by(writer, su)
     _, second = held_by(writer, su, fact_text="likes jazz")
@@ -206,6 +213,7 @@ def test_approve_and_deny_print_what_they_did(su, writer, logins: Logins, as_log
     assert_one_line_error(missing, "does not exist in tenant acme", "[MG404]")
 
 
+@pytest.mark.slow
 def test_an_approval_the_policy_now_refuses_exits_1(su, writer, logins: Logins, as_login):
     _, request_id = held_by(writer, su)
     deploy_policy(su, "1.1.0", POLICY.replace("    action: require_approval", "    action: deny"))
@@ -218,6 +226,7 @@ def test_an_approval_the_policy_now_refuses_exits_1(su, writer, logins: Logins, 
     ).fetchone() == ("denied",)
 
 
+@pytest.mark.slow
 def test_an_admins_tenant_bounds_what_it_decides(su, writer, logins: Logins, as_login):
     _, request_id = held_by(writer, su)
     with unchanged(su, "an approval named in another tenant"):
@@ -230,6 +239,7 @@ def test_an_admins_tenant_bounds_what_it_decides(su, writer, logins: Logins, as_
 # -- quarantine ------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_quarantine_list_show_release_and_purge(su, writer, login: Login, logins: Logins, as_login):
     released_memory, to_release = quarantined_by(writer, su)
     _, to_purge = quarantined_by(writer, su, fact_text="mail me at x@example.com")

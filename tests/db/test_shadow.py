@@ -293,6 +293,7 @@ def test_writer_and_reviewer_logins_read_no_shadow_and_start_none(su, login, log
 # -- replay --------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_replay_reports_what_a_candidate_would_change_and_changes_nothing(su, login, logins, memgov_dsn, tmp_path):
     writer = login(logins.writer)
     insert(writer, item("allowed", fact_text="decided before the window"))
@@ -373,6 +374,7 @@ def test_a_tenant_replay_decides_that_tenants_payloads_only(su, login, logins):
 # -- the command line ----------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_the_shadow_commands_as_an_admin_login(su, memgov_dsn, logins, writer, tmp_path):
     dsn = login_dsn(memgov_dsn, logins.admin)
     path = tmp_path / "candidate.yaml"
@@ -393,6 +395,7 @@ def test_the_shadow_commands_as_an_admin_login(su, memgov_dsn, logins, writer, t
     assert_one_line_error(run_memgov("shadow", "stop", "--dsn", dsn), "no shadow runs", "MG404")
 
 
+@pytest.mark.slow
 def test_the_commands_refuse_bad_input_with_one_line_and_change_nothing(su, memgov_dsn, tmp_path):
     with unchanged(su, "bad command lines"):
         assert_one_line_error(run_memgov("shadow", "promote", "--dsn", memgov_dsn), "no shadow runs", "MG404")
@@ -492,6 +495,7 @@ def test_a_candidate_that_fails_never_fails_the_write(su, writer):
     assert divergence["examples"][0]["candidate_reason_codes"] == ["SHADOW_ERROR", "22012"]
 
 
+@pytest.mark.slow
 def test_status_shows_the_running_shadows(su, memgov_dsn, writer):
     start_shadow(su)
     insert(writer, item("held"))

@@ -198,6 +198,7 @@ def cron(memgov_server: Server, requires_pg_cron: None) -> Iterator[psycopg.Conn
 # -- healthy ----------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_healthy_is_exit_0_and_one_line(fresh, cron, tmp_path):
     deploy(fresh, tmp_path)
     schedule(fresh)
@@ -205,6 +206,7 @@ def test_healthy_is_exit_0_and_one_line(fresh, cron, tmp_path):
     assert_check(fresh, "healthy", [])
 
 
+@pytest.mark.slow
 def test_a_scheduled_job_not_yet_due_is_healthy(fresh, cron, tmp_path):
     deploy(fresh, tmp_path)
     schedule(fresh)
@@ -221,11 +223,13 @@ def test_unmigrated_database_is_degraded(empty_dsn):
     assert_check(empty_dsn, "degraded", ["schema memgov is not installed: run `memgov migrate`"])
 
 
+@pytest.mark.slow
 def test_no_active_policy_is_degraded(fresh):
     schedule(fresh)
     assert_check(fresh, "degraded", [NO_POLICY])
 
 
+@pytest.mark.slow
 def test_no_job_and_no_sweep_ever_is_degraded(fresh, tmp_path):
     """A fresh database: nothing has expired a memory or an approval yet, and nothing will."""
     deploy(fresh, tmp_path)
@@ -236,6 +240,7 @@ def test_no_job_and_no_sweep_ever_is_degraded(fresh, tmp_path):
     assert_check(fresh, "healthy", [])
 
 
+@pytest.mark.slow
 def test_no_sweep_yet_but_a_job_is_healthy(fresh, tmp_path):
     deploy(fresh, tmp_path)
     assert_check(fresh, "degraded", [NEVER_SWEPT])
@@ -243,6 +248,7 @@ def test_no_sweep_yet_but_a_job_is_healthy(fresh, tmp_path):
     assert_check(fresh, "healthy", [])
 
 
+@pytest.mark.slow
 def test_an_inactive_job_is_degraded(fresh, cron, tmp_path):
     deploy(fresh, tmp_path)
     jobid, _ = schedule(fresh)
@@ -295,6 +301,7 @@ def test_pg_cron_missing_is_degraded(tmp_path):
         shutil.rmtree(base, ignore_errors=True)
 
 
+@pytest.mark.slow
 def test_last_cron_run_failed_is_degraded(fresh, cron, tmp_path):
     deploy(fresh, tmp_path)
     jobid, _ = schedule(fresh)
@@ -310,6 +317,7 @@ def test_last_cron_run_failed_is_degraded(fresh, cron, tmp_path):
     ])  # fmt: skip
 
 
+@pytest.mark.slow
 def test_sweep_overdue_by_more_than_one_interval_is_degraded(fresh, cron, tmp_path):
     deploy(fresh, tmp_path)
     jobid, every_day = schedule(fresh)  # it fired about 12 and 36 hours ago
@@ -326,6 +334,7 @@ def test_sweep_overdue_by_more_than_one_interval_is_degraded(fresh, cron, tmp_pa
     assert_check(fresh, "healthy", [])
 
 
+@pytest.mark.slow
 def test_approval_requests_past_their_expiry_are_degraded(fresh, tmp_path):
     deploy(fresh, tmp_path)
     schedule(fresh)
@@ -337,6 +346,7 @@ def test_approval_requests_past_their_expiry_are_degraded(fresh, tmp_path):
     ])  # fmt: skip
 
 
+@pytest.mark.slow
 def test_quarantine_growing_is_degraded(fresh, tmp_path):
     deploy(fresh, tmp_path)
     schedule(fresh)
@@ -367,6 +377,7 @@ def run_newer_memgov(*args: str) -> subprocess.CompletedProcess[str]:
                           timeout=120)  # fmt: skip
 
 
+@pytest.mark.slow
 def test_schema_behind_head_is_degraded(fresh, tmp_path):
     deploy(fresh, tmp_path)
     schedule(fresh)
@@ -375,6 +386,7 @@ def test_schema_behind_head_is_degraded(fresh, tmp_path):
                  run=run_newer_memgov)  # fmt: skip
 
 
+@pytest.mark.slow
 def test_schema_revision_this_memgov_does_not_ship_is_degraded(fresh, tmp_path):
     """Not "behind": a newer memgov-pg migrated the database (the revision is unknown here)."""
     deploy(fresh, tmp_path)
@@ -387,6 +399,7 @@ def test_schema_revision_this_memgov_does_not_ship_is_degraded(fresh, tmp_path):
     ])  # fmt: skip
 
 
+@pytest.mark.slow
 def test_every_problem_is_one_line(fresh, cron, tmp_path):
     deploy(fresh, tmp_path)
     jobid, every_day = schedule(fresh)
@@ -428,6 +441,7 @@ def status_json(dsn: str) -> dict[str, Any]:
     return json.loads(result.stdout)  # type: ignore[no-any-return]
 
 
+@pytest.mark.slow
 def test_a_memgov_admin_login_checks_everything_with_pg_cron_s_grants(fresh, cron, cron_grants, logins, tmp_path):
     """The role the docs name for it: deploy, schedule, sweep and check, all as one memgov_admin login."""
     admin, database = login_dsn(fresh, logins.admin), psycopg.conninfo.conninfo_to_dict(fresh)["dbname"]
@@ -456,6 +470,7 @@ def test_a_memgov_admin_login_checks_everything_with_pg_cron_s_grants(fresh, cro
     ])  # fmt: skip
 
 
+@pytest.mark.slow
 def test_a_memgov_admin_login_without_pg_cron_s_grants_is_told_which(fresh, cron, logins, tmp_path):
     """Everything but pg_cron is read; pg_cron's line names the grant, never "not loaded"."""
     deploy(fresh, tmp_path)
@@ -485,6 +500,7 @@ def test_a_memgov_admin_login_without_pg_cron_s_grants_is_told_which(fresh, cron
         revoke(cron)
 
 
+@pytest.mark.slow
 def test_a_job_another_role_scheduled_is_not_taken_for_none(fresh, cron, cron_grants, logins, tmp_path):
     deploy(fresh, tmp_path)
     schedule(fresh)  # the superuser's job, never run yet
@@ -493,6 +509,7 @@ def test_a_job_another_role_scheduled_is_not_taken_for_none(fresh, cron, cron_gr
     assert_check(login_dsn(fresh, logins.admin), "degraded", [never_swept_by(logins.admin, database)])
 
 
+@pytest.mark.slow
 def test_a_login_without_a_memgov_role_is_told_which_role(fresh, cron, logins, tmp_path):
     deploy(fresh, tmp_path)
     schedule(fresh)
@@ -515,6 +532,7 @@ def test_a_login_without_a_memgov_role_is_told_which_role(fresh, cron, logins, t
 # -- unreachable ------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_unreachable_exits_2():
     with refused_port() as port:
         dsn = f"host=127.0.0.1 port={port} dbname=x connect_timeout=2"
@@ -532,6 +550,7 @@ def test_unreachable_exits_2():
     assert (grouped.returncode, json.loads(grouped.stdout)) == (2, data)
 
 
+@pytest.mark.slow
 def test_a_check_that_cannot_finish_still_answers(fresh):
     """Reachable, but the check itself fails: degraded, one line saying why, the JSON printed."""
     result = run_memgov("status", "--check", "--json", "--version-table", "a.b.c", "--dsn", fresh)
@@ -541,6 +560,7 @@ def test_a_check_that_cannot_finish_still_answers(fresh):
     ]}  # fmt: skip
 
 
+@pytest.mark.slow
 def test_no_database_at_all_is_unreachable(tmp_path):
     result = run_memgov("status", "--check", "--json", cwd=tmp_path)
     assert result.returncode == 2, result.stderr

@@ -75,6 +75,7 @@ def su(memgov_dsn: str, roles: None) -> Iterator[psycopg.Connection[Any]]:
 # -- injection through the tenant name (issue 9, item 3) --------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("tenant", [EVIL, "a\\&b", "acme\n", "it's", "$$", ";", "--", "café", "x" * 64, ""])
 def test_deploy_with_a_hostile_tenant_runs_nothing(memgov_dsn, su, tenant):
     before = snapshot(su)
@@ -86,6 +87,7 @@ def test_deploy_with_a_hostile_tenant_runs_nothing(memgov_dsn, su, tenant):
     assert before["pwned"] == (None,)
 
 
+@pytest.mark.slow
 def test_compile_with_a_hostile_tenant_prints_nothing_to_pipe(memgov_dsn, su):
     before = snapshot(su)
     result = run_memgov("compile", str(POLICY), "--tenant", EVIL, "--dsn", memgov_dsn)
@@ -95,6 +97,7 @@ def test_compile_with_a_hostile_tenant_prints_nothing_to_pipe(memgov_dsn, su):
     assert snapshot(su) == before
 
 
+@pytest.mark.slow
 def test_rollback_with_a_hostile_tenant_is_refused(memgov_dsn, su):
     before = snapshot(su)
     result = run_memgov("rollback", "--tenant", EVIL, "--dsn", memgov_dsn)
@@ -102,6 +105,7 @@ def test_rollback_with_a_hostile_tenant_is_refused(memgov_dsn, su):
     assert snapshot(su) == before
 
 
+@pytest.mark.slow
 def test_a_tenant_id_with_every_allowed_character_deploys_and_rolls_back(memgov_dsn, su, tmp_path):
     tenant = "Acme.eu-1:prod_2"
     for version in ("1.0.0", "1.0.1"):
@@ -125,6 +129,7 @@ def grants(conn: psycopg.Connection[Any]) -> list[tuple[str, str]]:
     return [(r[0], r[1]) for r in rows]
 
 
+@pytest.mark.slow
 def test_grant_list_revoke(memgov_dsn, su):
     result = run_memgov("tenant", "grant", AGENT, "acme", "--dsn", memgov_dsn)
     assert result.returncode == 0, result.stderr
@@ -156,6 +161,7 @@ def test_grant_list_revoke(memgov_dsn, su):
     assert empty.stdout.strip() == f"no tenant grants for {AGENT}"
 
 
+@pytest.mark.slow
 def test_a_bound_login_acts_only_in_its_tenant(memgov_dsn, su):
     assert run_memgov("tenant", "grant", AGENT, "acme", "--dsn", memgov_dsn).returncode == 0
     with psycopg.connect(as_user(memgov_dsn, AGENT), autocommit=True) as agent:
@@ -168,6 +174,7 @@ def test_a_bound_login_acts_only_in_its_tenant(memgov_dsn, su):
         assert agent.execute("SELECT memgov.session_tenant()").fetchone() == ("globex",)  # unbound again
 
 
+@pytest.mark.slow
 def test_an_admin_login_may_bind(memgov_dsn, su):
     result = run_memgov("tenant", "grant", APP, "acme", "--dsn", as_user(memgov_dsn, ADMIN))
     assert result.returncode == 0, result.stderr
@@ -176,6 +183,7 @@ def test_an_admin_login_may_bind(memgov_dsn, su):
     assert row == (ADMIN,)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("login", [AGENT, APP], ids=["writer", "reviewer"])
 @pytest.mark.parametrize("command", ["grant", "revoke"])
 def test_a_client_may_not_bind(memgov_dsn, su, login, command):
@@ -189,6 +197,7 @@ def test_a_client_may_not_bind(memgov_dsn, su, login, command):
     assert snapshot(su) == before
 
 
+@pytest.mark.slow
 def test_unknown_role_is_one_line(memgov_dsn, su):
     before = snapshot(su)
     result = run_memgov("tenant", "grant", "no_such_role_anywhere", "acme", "--dsn", memgov_dsn)
@@ -196,6 +205,7 @@ def test_unknown_role_is_one_line(memgov_dsn, su):
     assert snapshot(su) == before
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("tenant", [EVIL, "a\\&b", "*", "", "x" * 64])
 def test_bad_tenant_id_is_a_usage_error(memgov_dsn, su, tenant):
     before = snapshot(su)
@@ -205,5 +215,6 @@ def test_bad_tenant_id_is_a_usage_error(memgov_dsn, su, tenant):
     assert snapshot(su) == before
 
 
+@pytest.mark.slow
 def test_a_database_without_memgov_is_one_line(empty_dsn):
     assert_one_line_error(run_memgov("tenant", "list", "--dsn", empty_dsn), "memgov migrate")

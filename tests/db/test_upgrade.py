@@ -55,6 +55,7 @@ def released(request, memgov_server):
         memgov_server.drop_database(name)
 
 
+@pytest.mark.slow
 def test_a_populated_release_upgrades_to_head_and_keeps_governing(released):
     dsn, revision = released
     with psycopg.connect(dsn, autocommit=True) as su:

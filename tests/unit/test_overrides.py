@@ -3,6 +3,8 @@ changes for its tenant, on hand-written policies with hand-computed findings."""
 
 from __future__ import annotations
 
+import pytest
+
 from memgov_pg.policy import load_policy
 from memgov_pg.policy.overrides import compare_override
 
@@ -60,6 +62,7 @@ rules:
     ]
 
 
+@pytest.mark.slow
 def test_the_command_line_reports_them_as_warnings_and_exits_0(tmp_path):
     import json
 

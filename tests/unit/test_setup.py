@@ -51,6 +51,7 @@ def _missing(target: str, bindir: Path, *, exporter: bool = False) -> list[str]:
     return [p for p in out.stdout.split() if exporter or p != EXPORTER]
 
 
+@pytest.mark.slow
 def test_demo_needs_postgres_and_pg_cron_only(tmp_path):
     without_check = _postgres(tmp_path / "a")
     assert _missing("demo", without_check) == []
@@ -63,12 +64,14 @@ def test_demo_needs_postgres_and_pg_cron_only(tmp_path):
     assert _missing("demo", nothing)[:3] == ["postgresql-15", "postgresql-contrib", "postgresql-15-cron"]
 
 
+@pytest.mark.slow
 def test_test_wants_the_exporter_unless_it_is_on_path(tmp_path):
     bindir = _postgres(tmp_path / "a", plpgsql_check=True)
     assert _missing("demo", bindir, exporter=True) == []
     assert _missing("test", bindir, exporter=True) == ([] if shutil.which(EXPORTER) else [EXPORTER])
 
 
+@pytest.mark.slow
 def test_a_bad_target_is_a_usage_error():
     out = subprocess.run([str(SETUP), "--missing", "everything"], capture_output=True, text=True)
     assert out.returncode == 2
@@ -81,6 +84,7 @@ def _recipe(target: str) -> list[str]:
     return [line for line in out.stdout.splitlines() if not line.startswith("make")]
 
 
+@pytest.mark.slow
 def test_make_demo_sets_up_for_the_demo_and_make_test_for_the_tests():
     demo = _recipe("demo")
     assert demo[0] == "scripts/setup demo", demo
@@ -126,6 +130,7 @@ def _checkout(base: Path, owner: dict[str, object]) -> Path:
     return root
 
 
+@pytest.mark.slow
 def test_an_unprivileged_user_without_plpgsql_check_can_set_up_the_demo_and_the_tests(unprivileged):
     extra, base = unprivileged
     root = _checkout(base, extra)

@@ -159,6 +159,7 @@ def test_no_tenant_is_the_global_scope():
 EVIL = "evil\rCREATE TABLE memgov.pwned AS SELECT 1;\r--"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "args",
     [

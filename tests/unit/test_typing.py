@@ -99,6 +99,7 @@ def test_every_memgov_error_is_exported() -> None:
     assert defined - set(memgov_pg.__all__) == set()
 
 
+@pytest.mark.slow
 def test_importing_the_package_stays_light() -> None:
     code = (
         "import sys, memgov_pg; "
