@@ -2,7 +2,7 @@
 
 Sound, not complete: :func:`never_matches` names a reason only when no value of
 the fields a rule reads satisfies its conditions, with the NULL semantics of the
-compiled SQL (memgov_pg.compiler.condition_sql): ``eq``, ``in`` and the
+compiled SQL (memgov_pg.condition_sql): ``eq``, ``in`` and the
 comparisons are false on NULL, ``neq`` and ``nin`` true, ``eq null`` is IS NULL.
 Conditions it cannot reason about (``contains``, ``regex``, time values) only
 narrow a rule further, so leaving them out never calls a reachable rule dead.
