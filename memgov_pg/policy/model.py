@@ -166,7 +166,10 @@ class Rule:
 
 @dataclass(frozen=True)
 class RiskThresholds:
-    """``risk_thresholds:``: the upper bounds of the low, medium and high risk levels (above: critical)."""
+    """``risk_thresholds:``: the upper bounds of the low, medium and high risk levels (above: critical).
+
+    The defaults are ``memgov.setting_defaults() -> 'risk_thresholds'`` (the compiler always
+    writes all three; tests/db/test_setting_defaults.py holds these to that)."""
 
     low_max: Decimal = Decimal("0.30")
     medium_max: Decimal = Decimal("0.60")
@@ -223,7 +226,7 @@ class Retention:
 
 @dataclass(frozen=True)
 class Search:
-    """``search:``; None = not set by the policy (``pg_catalog.simple`` applies)."""
+    """``search:``; None = not set by the policy (``memgov.setting_defaults() -> 'search'`` applies)."""
 
     text_config: str | None = None
 
