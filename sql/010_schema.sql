@@ -424,7 +424,10 @@ CREATE POLICY admin_read ON memgov.feedback_events TO memgov_admin USING (true);
 
 -- The engine's defaults, stated once: the limits memgov.settings starts with, and the
 -- feedback and retention settings of a policy that leaves them out (the compiled
--- settings carry only what the policy file says; memgov.policy_setting() falls back here).
+-- settings carry only what the policy file says; memgov.policy_setting() falls back here),
+-- the text search configuration of a tenant whose policy names none (rebuild_dispatch
+-- reads it), and the risk thresholds a policy starts from (the compiler's RiskThresholds,
+-- and memgov.risk_level's fallback: tests/db/test_setting_defaults.py holds both to these).
 CREATE FUNCTION memgov.setting_defaults()
 RETURNS jsonb
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
@@ -450,6 +453,14 @@ RETURN '{
         "confidence_floor": 0.3,
         "confidence_grace": "30 days",
         "approval_ttl":     "7 days"
+    },
+    "search": {
+        "text_config": "pg_catalog.simple"
+    },
+    "risk_thresholds": {
+        "low_max":    0.30,
+        "medium_max": 0.60,
+        "high_max":   0.80
     }
 }'::jsonb;
 

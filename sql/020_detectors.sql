@@ -514,7 +514,10 @@ BEGIN ATOMIC
 END;
 
 
--- Maps a risk score to low/medium/high/critical using p_thresholds low_max/medium_max/high_max (defaults 0.30/0.60/0.80).
+-- Maps a risk score to low/medium/high/critical using p_thresholds low_max/medium_max/high_max. A
+-- key it lacks takes the default of memgov.setting_defaults() -> 'risk_thresholds', restated here:
+-- this function is PUBLIC and setting_defaults() is not (tests/db/test_setting_defaults.py holds
+-- the two together). Compiled policies always pass all three.
 CREATE OR REPLACE FUNCTION memgov.risk_level(p_score numeric, p_thresholds jsonb DEFAULT NULL)
 RETURNS text
 LANGUAGE sql IMMUTABLE PARALLEL SAFE

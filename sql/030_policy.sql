@@ -397,7 +397,8 @@ BEGIN
         END IF;
         -- a tenant's own policy decides all its settings (one it leaves out: the default)
         v_configs := v_configs || format(E'        WHEN p_org_id = %L THEN %L::regconfig\n', v_version.org_id,
-                                         coalesce(v_version.settings -> 'search' ->> 'text_config', 'pg_catalog.simple'));
+                                         coalesce(v_version.settings -> 'search' ->> 'text_config',
+                                                  memgov.setting_defaults() #>> '{search,text_config}'));
         v_settings := v_settings || format(
             E'    IF p_org_id = %L THEN\n        RETURN %L::jsonb;\n    END IF;\n',
             v_version.org_id, v_version.settings);
@@ -492,7 +493,8 @@ RETURNS regconfig
 LANGUAGE sql STABLE PARALLEL SAFE
 RETURN %s$f$,
         format(CASE WHEN v_configs = '' THEN '%2$L::regconfig' ELSE E'CASE\n%1$s        ELSE %2$L::regconfig\n    END' END,
-               v_configs, coalesce(v_global_settings -> 'search' ->> 'text_config', 'pg_catalog.simple')));
+               v_configs, coalesce(v_global_settings -> 'search' ->> 'text_config',
+                                  memgov.setting_defaults() #>> '{search,text_config}')));
     -- a tenant whose text search configuration changed has its memories indexed anew
     -- (search_vector follows search_config), in the deploy's transaction
     IF v_old_configs IS DISTINCT FROM pg_get_functiondef('memgov.search_config(text)'::regprocedure) THEN

@@ -191,7 +191,7 @@ CREATE OR REPLACE FUNCTION memgov.setting_defaults()
  RETURNS jsonb
  LANGUAGE sql
  IMMUTABLE PARALLEL SAFE
-RETURN '{"limits": {"archive_min_age": 31536000, "max_other_bytes": 16384, "max_fact_text_bytes": 65536}, "replay": {"keep": "7 days", "sample_rate": 0}, "feedback": {"reject_delta": -0.3, "confirm_delta": 0.1, "edit_confidence": 0.8, "reject_delete_below": 0.0}, "retention": {"schedule": "*/10 * * * *", "batch_size": 5000, "approval_ttl": "7 days", "confidence_floor": 0.3, "confidence_grace": "30 days"}}'::jsonb;
+RETURN '{"limits": {"archive_min_age": 31536000, "max_other_bytes": 16384, "max_fact_text_bytes": 65536}, "replay": {"keep": "7 days", "sample_rate": 0}, "search": {"text_config": "pg_catalog.simple"}, "feedback": {"reject_delta": -0.3, "confirm_delta": 0.1, "edit_confidence": 0.8, "reject_delete_below": 0.0}, "retention": {"schedule": "*/10 * * * *", "batch_size": 5000, "approval_ttl": "7 days", "confidence_floor": 0.3, "confidence_grace": "30 days"}, "risk_thresholds": {"low_max": 0.30, "high_max": 0.80, "medium_max": 0.60}}'::jsonb;
 GRANT EXECUTE ON FUNCTION memgov.setting_defaults() TO pg_monitor;
 
 CREATE OR REPLACE FUNCTION memgov.recorded_function(p_compiled_sql text, p_function text, OUT definition text, OUT body text)
@@ -318,7 +318,8 @@ BEGIN
         END IF;
         -- a tenant's own policy decides all its settings (one it leaves out: the default)
         v_configs := v_configs || format(E'        WHEN p_org_id = %L THEN %L::regconfig\n', v_version.org_id,
-                                         coalesce(v_version.settings -> 'search' ->> 'text_config', 'pg_catalog.simple'));
+                                         coalesce(v_version.settings -> 'search' ->> 'text_config',
+                                                  memgov.setting_defaults() #>> '{search,text_config}'));
         v_settings := v_settings || format(
             E'    IF p_org_id = %L THEN\n        RETURN %L::jsonb;\n    END IF;\n',
             v_version.org_id, v_version.settings);
@@ -413,7 +414,8 @@ RETURNS regconfig
 LANGUAGE sql STABLE PARALLEL SAFE
 RETURN %s$f$,
         format(CASE WHEN v_configs = '' THEN '%2$L::regconfig' ELSE E'CASE\n%1$s        ELSE %2$L::regconfig\n    END' END,
-               v_configs, coalesce(v_global_settings -> 'search' ->> 'text_config', 'pg_catalog.simple')));
+               v_configs, coalesce(v_global_settings -> 'search' ->> 'text_config',
+                                  memgov.setting_defaults() #>> '{search,text_config}')));
     -- a tenant whose text search configuration changed has its memories indexed anew
     -- (search_vector follows search_config), in the deploy's transaction
     IF v_old_configs IS DISTINCT FROM pg_get_functiondef('memgov.search_config(text)'::regprocedure) THEN

@@ -33,13 +33,15 @@ def print_warnings(warnings: Any) -> None:
 @dsn_option
 @json_option
 def validate(policies: tuple[str, ...], overrides: tuple[str, ...], dsn: str | None, as_json: bool) -> None:
-    """Check policy files; exit 1 with `file:line: rule-id: message` lines on errors.
+    """Check policy files; exit 1 with `file:line: rule-id: CODE message` lines on errors.
 
     Each valid policy also gets a line on which (category × source × operation)
     combinations fall to on_policy_miss. With --override, each FILE is checked
     too, and against POLICY: rules it shares by id but not by content, rules that
     decide otherwise on the same conditions, and global rules that refuse or hold
-    writes with no counterpart in the override (warnings).
+    writes with no counterpart in the override (warnings). Each finding has a stable
+    code (MGP…, listed in docs/policy.md); --json gives each one under `findings`
+    with its `code`.
 
     Regular expressions are checked by PostgreSQL when a database is configured
     (--dsn, MEMGOV_DSN or `memgov up`), otherwise offline.
@@ -65,6 +67,7 @@ def validate(policies: tuple[str, ...], overrides: tuple[str, ...], dsn: str | N
                     "version": report.policy.version if report.policy else None,
                     "errors": [str(e) for e in report.errors],
                     "warnings": [str(w) for w in report.warnings],
+                    "findings": [f.as_json() for f in report.errors + report.warnings],
                     "on_policy_miss": coverage(report.policy).as_json() if report.policy else None,
                 }
             )
@@ -75,6 +78,7 @@ def validate(policies: tuple[str, ...], overrides: tuple[str, ...], dsn: str | N
             found = compare_override(base, own, policies[0], result["file"])
             result["override_of"] = policies[0]
             result["warnings"] += [str(w) for w in found]
+            result["findings"] += [w.as_json() for w in found]
     if as_json:
         click.echo(json.dumps(results, indent=2))
     else:

@@ -13,27 +13,33 @@ importable from ``memgov_pg.policy``:
 * :func:`load_policy` -> :class:`Policy` (raises :class:`PolicyValidationError`)
 * :func:`validate_policy` -> ``list[PolicyError]`` (errors only)
 * :func:`analyze_policy` -> :class:`PolicyReport` (policy or None, errors, warnings)
+* each finding a :class:`PolicyError` with a stable ``code`` (docs/policy.md, "Finding codes")
 * the tables :data:`FIELDS`, :data:`OPERATORS`, :data:`OPERATORS_BY_TYPE`,
   :data:`WRITE_ACTIONS`, :data:`RETENTION_ACTIONS`, :data:`ACTION_ALIASES`,
   and :func:`lookup_field` (which also knows ``metadata.<key>``).
 
-One job per module:
+A pipeline, one job per module:
 
-* :mod:`.vocabulary` — fields (with their SQL and what they need computed
-  first), operators, actions, modes, operations, sources, statuses, retention
-  kinds, categories;
-* :mod:`.durations` — durations and time values;
-* :mod:`.model` — Condition, Rule, Policy, the settings, PolicyError;
-* :mod:`.regex_checks` — offline checks of ``regex`` patterns;
-* :mod:`.reader_nodes`, :mod:`.reader_conditions`, :mod:`.reader_rules`,
-  :mod:`.reader` — the YAML reader with line numbers, from generic nodes up to
-  the top level;
-* :mod:`.lints` — ordering, shadowed and unreachable rules, auto_delete checks;
-* :mod:`.api` — the entry points above;
+* the language: :mod:`.vocabulary` — fields (with their SQL and what they need
+  computed first), operators, actions, modes, operations, sources, statuses,
+  retention kinds, categories; :mod:`.durations` — durations and time values;
+  :mod:`.regex_checks` — offline checks of ``regex`` patterns;
+* the typed model: :mod:`.model` — Condition, Rule, Policy, the settings;
+* the findings: :mod:`.findings` — PolicyError (file, line, rule, stable code,
+  message), PolicyValidationError;
+* read: :mod:`.reader_nodes` (a :class:`~.reader_nodes.Reading`: the findings so far
+  and the generic YAML shapes), :mod:`.reader_conditions`, :mod:`.reader_rules`,
+  :mod:`.reader` — YAML text with line numbers to the model, every value checked
+  against the vocabulary;
+* passes, plain functions over the finished model: :mod:`.lints` (auto_delete,
+  ordering, shadowed and pre-empted rules), :mod:`.satisfiable` (rules that can never
+  match), :mod:`.coverage` (what falls to ``on_policy_miss``), :mod:`.overrides` (a
+  tenant override against the global policy);
+* :mod:`.api` — the entry points above (read, then the passes);
 * :mod:`.json_schema` — the JSON schema for editors, generated from the vocabulary.
 
-The compiler imports the vocabulary and the model only. The choices made where
-the language could go either way are listed in ``docs/policy.md``; the short
+The compiler imports the vocabulary, the durations and the model. The choices made
+where the language could go either way are listed in ``docs/policy.md``; the short
 version is in the docstrings.
 """
 
@@ -47,14 +53,13 @@ from .durations import (
     parse_duration,
     parse_time_value,
 )
+from .findings import PolicyError, PolicyValidationError
 from .model import (
     Condition,
     ConditionValue,
     Feedback,
     Policy,
-    PolicyError,
     PolicyReport,
-    PolicyValidationError,
     Retention,
     RiskThresholds,
     Rule,

@@ -1,21 +1,34 @@
 """The entry points: :func:`load_policy`, :func:`validate_policy`, :func:`analyze_policy`.
 
-Each takes a path, YAML text or the file's bytes, runs the reader over it and
-returns the policy, its errors, or both with the warnings.
+Each takes a path, YAML text or the file's bytes and runs the pipeline over it:
+read (:mod:`.reader`: the typed model, with the errors of each value), then each
+pass of :data:`PASSES` over the rules read (the lints and the satisfiability check),
+and returns the policy, its errors, or both with the warnings. The other passes
+over a finished policy, :func:`~memgov_pg.policy.coverage.coverage` and
+:func:`~memgov_pg.policy.overrides.compare_override`, are ``memgov validate``'s.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import os
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TypeAlias
+from typing import Final, TypeAlias
 
-from .model import Policy, PolicyError, PolicyReport, PolicyValidationError
-from .reader import PolicyReader
+from .findings import PolicyError, PolicyValidationError, error, in_file_order
+from .lints import auto_delete_lints, order_lints
+from .model import Policy, PolicyReport, Rule
+from .reader import read_policy
+from .reader_nodes import Reading
 from .regex_checks import RegexChecker, basic_regex_check
+from .satisfiable import satisfiability
 
 PolicySource: TypeAlias = "str | bytes | os.PathLike[str]"
+#: A pass: the rules read (evaluation order) and the file's name -> its findings.
+Pass: TypeAlias = Callable[[Sequence[Rule], str], list[PolicyError]]
+#: The passes every policy goes through after it is read, in this order.
+PASSES: Final[tuple[Pass, ...]] = (auto_delete_lints, satisfiability, order_lints)
 
 
 def load_policy(
@@ -71,27 +84,20 @@ def analyze_policy(
             raw = path.read_bytes()
         except OSError as exc:
             reason = exc.strerror or str(exc)
-            err = PolicyError(display, 1, "-", f"cannot read the policy file: {reason}")
-            return PolicyReport(None, (err,), ())
+            return PolicyReport(None, (error(display, 1, "-", "MGP001", f"cannot read the policy file: {reason}"),), ())
     try:
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         line = raw[: exc.start].count(b"\n") + 1
-        err = PolicyError(display, line, "-", "the policy file is not valid UTF-8")
-        return PolicyReport(None, (err,), ())
-    parser = PolicyReader(display, regex_checker or basic_regex_check)
-    policy = parser.parse(text, raw, path)
-    errors = tuple(sorted(parser.errors, key=_error_order))
-    warnings = tuple(sorted(parser.warnings, key=_error_order))
-    if errors:
+        return PolicyReport(None, (error(display, line, "-", "MGP002", "the policy file is not valid UTF-8"),), ())
+    reading = Reading(display, regex_checker or basic_regex_check)
+    read = read_policy(reading, text, raw, path)
+    found = [finding for check in PASSES for finding in check(read.rules, display)]
+    errors = in_file_order(reading.errors + [f for f in found if f.severity == "error"])
+    warnings = in_file_order(reading.warnings + [f for f in found if f.severity == "warning"])
+    if errors or read.policy is None:
         return PolicyReport(None, errors, warnings)
-    assert policy is not None
-    policy = dataclasses.replace(policy, warnings=warnings)
-    return PolicyReport(policy, errors, warnings)
-
-
-def _error_order(e: PolicyError) -> int:
-    return e.line
+    return PolicyReport(dataclasses.replace(read.policy, warnings=warnings), errors, warnings)
 
 
 def _looks_like_path(text: str) -> bool:

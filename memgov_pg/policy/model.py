@@ -20,15 +20,15 @@ import datetime as dt
 import hashlib
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Final, Literal, TypeAlias
 
-from ..errors import MemgovError
 from .durations import Duration, RelativeTime
+from .findings import PolicyError
 from .vocabulary import (
     DETECTOR_FIELDS,
     READ_OPERATIONS,
@@ -166,7 +166,10 @@ class Rule:
 
 @dataclass(frozen=True)
 class RiskThresholds:
-    """``risk_thresholds:``: the upper bounds of the low, medium and high risk levels (above: critical)."""
+    """``risk_thresholds:``: the upper bounds of the low, medium and high risk levels (above: critical).
+
+    The defaults are ``memgov.setting_defaults() -> 'risk_thresholds'`` (the compiler always
+    writes all three; tests/db/test_setting_defaults.py holds these to that)."""
 
     low_max: Decimal = Decimal("0.30")
     medium_max: Decimal = Decimal("0.60")
@@ -223,7 +226,7 @@ class Retention:
 
 @dataclass(frozen=True)
 class Search:
-    """``search:``; None = not set by the policy (``pg_catalog.simple`` applies)."""
+    """``search:``; None = not set by the policy (``memgov.setting_defaults() -> 'search'`` applies)."""
 
     text_config: str | None = None
 
@@ -252,50 +255,6 @@ def settings_json(settings: Feedback | Retention | Search | Replay) -> dict[str,
         if value is not None:
             out[name] = value if isinstance(value, int | str) else str(value)
     return out
-
-
-@dataclass(frozen=True)
-class PolicyError:
-    """One finding. ``str()`` is ``file:line: rule-id: message``.
-
-    ``rule_id`` is ``-`` outside a rule, and ``rules[N]`` (0-based) for a rule
-    whose id is missing or invalid. Warnings have ``severity == "warning"`` and
-    print as ``file:line: rule-id: warning: message``.
-    """
-
-    file: str
-    line: int
-    rule_id: str
-    message: str
-    severity: Literal["error", "warning"] = "error"
-
-    def __str__(self) -> str:
-        prefix = "warning: " if self.severity == "warning" else ""
-        return f"{self.file}:{self.line}: {self.rule_id}: {prefix}{self.message}"
-
-
-class PolicyValidationError(MemgovError, ValueError):
-    """A policy file has errors; ``.errors`` lists all of them (file order)."""
-
-    def __init__(self, errors: Sequence[PolicyError]) -> None:
-        self.errors: tuple[PolicyError, ...] = tuple(errors)
-        super().__init__("\n".join(str(e) for e in self.errors))
-
-    # the error names file, line and rule id (of the first error).
-    @property
-    def file(self) -> str | None:
-        """The file of the first error, or None."""
-        return self.errors[0].file if self.errors else None
-
-    @property
-    def line(self) -> int | None:
-        """The line of the first error, or None."""
-        return self.errors[0].line if self.errors else None
-
-    @property
-    def rule_id(self) -> str | None:
-        """The rule id of the first error (``-`` outside a rule), or None."""
-        return self.errors[0].rule_id if self.errors else None
 
 
 @dataclass(frozen=True)

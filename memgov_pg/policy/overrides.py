@@ -12,7 +12,8 @@ on_policy_miss) are compared too.
 
 from __future__ import annotations
 
-from .model import Policy, PolicyError, Rule
+from .findings import PolicyError, warning
+from .model import Policy, Rule
 from .satisfiable import show_value
 
 #: Actions whose loss in an override weakens the tenant's protection.
@@ -40,8 +41,8 @@ def compare_override(base: Policy, override: Policy, base_file: str, override_fi
     """The warnings about ``override`` as the tenant override of the global policy ``base``."""
     found: list[PolicyError] = []
 
-    def warn(file: str, line: int, rule_id: str, message: str) -> None:
-        found.append(PolicyError(file, line, rule_id, message, "warning"))
+    def warn(file: str, line: int, rule_id: str, code: str, message: str) -> None:
+        found.append(warning(file, line, rule_id, code, message))
 
     base_rules = [r for r in base.rules if r.enabled]
     own_rules = [r for r in override.rules if r.enabled]
@@ -58,12 +59,12 @@ def compare_override(base: Policy, override: Policy, base_file: str, override_fi
                 if twin.action != rule.action
                 else f"it matches {_describe(rule)} here, {_describe(twin)} there"
             )
-            warn(override_file, rule.line, rule.id,
+            warn(override_file, rule.line, rule.id, "MGP601",
                  f"the global policy's rule '{rule.id}' ({base_file}:{twin.line}) differs: {what};"
                  " for the tenant only this one applies")  # fmt: skip
         for other in by_tests.get(_tests(rule), []):
             if other.id != rule.id and other.action != rule.action:
-                warn(override_file, rule.line, rule.id,
+                warn(override_file, rule.line, rule.id, "MGP602",
                      f"decides {rule.action} where the global policy's rule '{other.id}'"
                      f" ({base_file}:{other.line}) decides {other.action} on the same conditions")  # fmt: skip
 
@@ -71,12 +72,12 @@ def compare_override(base: Policy, override: Policy, base_file: str, override_fi
     own_tests = {(_tests(r), r.action) for r in own_rules}
     for rule in base_rules:
         if rule.action in _GUARDS and rule.id not in own_ids and (_tests(rule), rule.action) not in own_tests:
-            warn(base_file, rule.line, rule.id,
+            warn(base_file, rule.line, rule.id, "MGP603",
                  f"the override {override_file} has no such rule: for its tenant, this {rule.action}"
                  " does not apply")  # fmt: skip
 
     for name in ("mode", "on_policy_miss"):
         ours, theirs = getattr(override, name), getattr(base, name)
         if ours != theirs:
-            warn(override_file, 1, "-", f"{name} is {ours} here, {theirs} in the global policy {base_file}")
+            warn(override_file, 1, "-", "MGP604", f"{name} is {ours} here, {theirs} in the global policy {base_file}")
     return found

@@ -2,10 +2,12 @@
 
 Sound, not complete: :func:`never_matches` names a reason only when no value of
 the fields a rule reads satisfies its conditions, with the NULL semantics of the
-compiled SQL (memgov_pg.compiler.condition_sql): ``eq``, ``in`` and the
+compiled SQL (memgov_pg.condition_sql): ``eq``, ``in`` and the
 comparisons are false on NULL, ``neq`` and ``nin`` true, ``eq null`` is IS NULL.
 Conditions it cannot reason about (``contains``, ``regex``, time values) only
 narrow a rule further, so leaving them out never calls a reachable rule dead.
+:func:`satisfiability` is the pass over a policy's rules: a warning for each
+enabled rule that can never match.
 """
 
 from __future__ import annotations
@@ -18,11 +20,22 @@ from decimal import Decimal
 from typing import Any
 
 from .durations import RelativeTime
+from .findings import PolicyError, warning
 from .model import Condition, Rule
 from .vocabulary import FieldType, lookup_field
 
 _SETS = frozenset({"eq", "neq", "in", "nin"})
 _BOUNDS = frozenset({"gt", "gte", "lt", "lte"})
+
+
+def satisfiability(rules: Sequence[Rule], file: str) -> list[PolicyError]:
+    """A warning for each enabled rule (write or retention) that can never match."""
+    found: list[PolicyError] = []
+    for rule in rules:
+        reason = never_matches(rule) if rule.enabled else None
+        if reason:
+            found.append(warning(file, rule.line, rule.id, "MGP505", f"rule can never match: {reason}"))
+    return found
 
 
 def never_matches(rule: Rule) -> str | None:

@@ -1,7 +1,8 @@
 """The engine's defaults of the policy settings are SQL's, stated once (memgov.setting_defaults()).
 
 A setting the active policy leaves out of its compiled settings falls back on them; one
-it writes wins. Every feedback and retention setting a policy can write has a default.
+it writes wins. Every feedback and retention setting a policy can write has a default, and
+so do the search configuration and the risk thresholds (the compiler's and risk_level's).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import psycopg
 import pytest
 
 from memgov_pg.compiler import compile_policy
-from memgov_pg.policy import load_policy
+from memgov_pg.policy import RiskThresholds, load_policy
 
 EVERY_SETTING = """
 version: "{version}"
@@ -81,3 +82,32 @@ def test_clients_may_not_read_the_settings_helpers(db_conn, role):
             "SELECT has_function_privilege(%s, %s, 'EXECUTE')", (role, f"memgov.{function}")
         ).fetchone()
         assert may is False, f"{role} may execute memgov.{function}"
+
+
+def test_the_search_configuration_a_policy_leaves_out_is_the_default(db_conn):
+    (default,) = db_conn.execute("SELECT memgov.setting_defaults() #>> '{search,text_config}'").fetchone()
+    assert default == "pg_catalog.simple"
+    english = 'version: "3.0.0"\ndefaults: {on_policy_miss: allow}\nsearch: {text_config: english}\n'
+    plain = 'version: "{version}"\ndefaults: {{on_policy_miss: allow}}\n'
+    db_conn.execute(compile_policy(load_policy(english)).install_sql())
+    db_conn.execute(compile_policy(load_policy(plain.format(version="3.0.1")), "acme").install_sql())
+    configs = "SELECT memgov.search_config('acme')::text, memgov.search_config('globex')::text"
+    # a tenant whose policy names none takes the default, whatever the global policy names
+    assert db_conn.execute(configs).fetchone() == ("simple", "english")
+    db_conn.execute(compile_policy(load_policy(plain.format(version="3.1.0"))).install_sql())
+    assert db_conn.execute(configs).fetchone() == ("simple", "simple")
+
+
+def test_the_risk_thresholds_of_the_compiler_and_of_risk_level_are_the_defaults(db_conn):
+    (stated,) = db_conn.execute("SELECT memgov.setting_defaults() -> 'risk_thresholds'").fetchone()
+    python = RiskThresholds()
+    assert {name: Decimal(str(value)) for name, value in stated.items()} == {
+        "low_max": python.low_max, "medium_max": python.medium_max, "high_max": python.high_max,
+    }  # fmt: skip
+    # memgov.risk_level without thresholds (a PUBLIC function: it restates them) draws the same lines
+    (levels,) = db_conn.execute(
+        """SELECT array_agg(memgov.risk_level(s.score, NULL) ORDER BY s.score)
+             FROM (SELECT (memgov.setting_defaults() #>> ARRAY['risk_thresholds', k])::numeric + d AS score
+                     FROM unnest(ARRAY['low_max', 'medium_max', 'high_max']) AS k, unnest(ARRAY[0, 0.001]) AS d) AS s"""
+    ).fetchone()
+    assert levels == ["low", "medium", "medium", "high", "high", "critical"]

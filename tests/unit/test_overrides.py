@@ -49,16 +49,16 @@ rules:
   - {id: trust-agents, priority: 40, condition: {source: agent_extracted}, action: allow}
 """
     assert findings(override) == [
-        "acme.yaml:5: block-secrets: warning: the global policy's rule 'block-secrets' (global.yaml:4) differs:"
+        "acme.yaml:5: block-secrets: warning: MGP601 the global policy's rule 'block-secrets' (global.yaml:4) differs:"
         " action quarantine here, deny there; for the tenant only this one applies",
-        "acme.yaml:6: hold-sensitive: warning: the global policy's rule 'hold-sensitive' (global.yaml:5) differs:"
-        " it matches categories user_fact when is_sensitive eq true here, every category when is_sensitive eq true"
-        " there; for the tenant only this one applies",
-        "acme.yaml:7: trust-agents: warning: decides allow where the global policy's rule 'agents' (global.yaml:7)"
-        " decides require_approval on the same conditions",
-        "global.yaml:7: agents: warning: the override acme.yaml has no such rule: for its tenant, this"
+        "acme.yaml:6: hold-sensitive: warning: MGP601 the global policy's rule 'hold-sensitive' (global.yaml:5)"
+        " differs: it matches categories user_fact when is_sensitive eq true here, every category when"
+        " is_sensitive eq true there; for the tenant only this one applies",
+        "acme.yaml:7: trust-agents: warning: MGP602 decides allow where the global policy's rule 'agents'"
+        " (global.yaml:7) decides require_approval on the same conditions",
+        "global.yaml:7: agents: warning: MGP603 the override acme.yaml has no such rule: for its tenant, this"
         " require_approval does not apply",
-        "acme.yaml:1: -: warning: mode is monitor here, enforce in the global policy global.yaml",
+        "acme.yaml:1: -: warning: MGP604 mode is monitor here, enforce in the global policy global.yaml",
     ]
 
 
@@ -78,9 +78,13 @@ def test_the_command_line_reports_them_as_warnings_and_exits_0(tmp_path):
     report = json.loads(result.stdout)
     assert [(r["file"], r.get("override_of")) for r in report] == [(str(base), None), (str(override), str(base))]
     [warning] = report[1]["warnings"]  # the same id, the deny turned into an allow: not a lost rule
-    assert warning.startswith(f"{override}:4: block-secrets: warning: the global policy's rule 'block-secrets'")
+    assert warning.startswith(f"{override}:4: block-secrets: warning: MGP601 the global policy's rule 'block-secrets'")
+    [finding] = report[1]["findings"]
+    assert (finding["code"], finding["severity"], finding["line"]) == ("MGP601", "warning", 4)
+    assert finding["message"].startswith("the global policy's rule 'block-secrets'")
     text = run_memgov("validate", str(base), "--override", str(override), cwd=tmp_path)
-    assert text.returncode == 0 and "differs: action allow here, deny there" in text.stderr
+    assert text.returncode == 0 and "warning: MGP601 the global policy's rule" in text.stderr
+    assert "differs: action allow here, deny there" in text.stderr
     usage = run_memgov("validate", str(base), str(override), "--override", str(override), cwd=tmp_path)
     assert usage.returncode == 2 and "--override needs exactly one POLICY" in usage.stderr
     missing = run_memgov("validate", str(base), "--override", str(tmp_path / "nope.yaml"), cwd=tmp_path)

@@ -8,9 +8,9 @@ Each file is a list of cases::
         ...
       pg_rejects: ["(?<x)"]                # optional: patterns the fake PostgreSQL
                                            # regex checker refuses
-      # either: every error, exactly (line, rule id, message substring)
+      # either: every error, exactly (line, rule id, message substring; code if given)
       want_errors:
-        - {line: 3, rule_id: "-", message: "unknown key"}
+        - {line: 3, rule_id: "-", code: MGP105, message: "unknown key"}
       # or, for a valid policy, any of these checks
       want:
         rules: [ids in evaluation order]
@@ -119,7 +119,12 @@ def _match_errors(actual: list[PolicyError], wanted: list[dict[str, Any]]) -> li
     problems = []
     for want in wanted:
         for err in left:
-            if err.line == want["line"] and err.rule_id == str(want["rule_id"]) and want["message"] in err.message:
+            if (
+                err.line == want["line"]
+                and err.rule_id == str(want["rule_id"])
+                and want["message"] in err.message
+                and want.get("code", err.code) == err.code
+            ):
                 left.remove(err)
                 break
         else:
@@ -235,7 +240,7 @@ def test_every_error_is_reported_at_once() -> None:
         (21, "three"),  # bad time value
         (23, "three"),  # empty reason codes
     ], "\n".join(map(str, errors))
-    assert str(errors[0]).startswith("multi.yaml:1: -: version must be a quoted semver")
+    assert str(errors[0]).startswith("multi.yaml:1: -: MGP201 version must be a quoted semver")
     with pytest.raises(PolicyValidationError) as info:
         load_policy(MULTI_ERROR_POLICY, filename="multi.yaml")
     assert info.value.errors == tuple(errors)
