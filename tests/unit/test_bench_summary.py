@@ -6,6 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from memgov_pg.policy import load_policy
+from tests.bench.bench_summary import DEFAULT_POLICY, without_detectors
 from tests.bench.summary import HEADER, Row, markdown, met, tally, write
 
 
@@ -83,3 +85,12 @@ def test_write_puts_the_markdown_in_the_file(tmp_path: Path) -> None:
     text = markdown([cost(1.3)])
     write(path, text)
     assert path.read_text(encoding="utf-8") == text
+
+
+def test_the_policy_without_content_detectors_reads_none() -> None:
+    default = DEFAULT_POLICY.read_text(encoding="utf-8")
+    assert load_policy(default).needs_detectors
+    stripped = load_policy(without_detectors(default))
+    assert not stripped.needs_detectors
+    assert stripped.version == "1.0.0-no-detectors"
+    assert {r.id for r in load_policy(default).write_rules} - {r.id for r in stripped.write_rules} == {"block-secrets"}
