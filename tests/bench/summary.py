@@ -102,7 +102,7 @@ def tally(rows: list[Row]) -> str:
     """One line: how many rows reached their goal, their must-reach, neither, or were not measured."""
     counts = {k: sum(1 for r in rows if met(r) == k) for k in ("goal", "yes", "no", "-")}
     return (
-        f"{len(rows)} rows: {counts['goal']} at goal, {counts['yes']} must-reach only,"
+        f"{len(rows)} row{'' if len(rows) == 1 else 's'}: {counts['goal']} at goal, {counts['yes']} must-reach only,"
         f" {counts['no']} missed, {counts['-']} not measured"
     )
 

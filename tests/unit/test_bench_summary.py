@@ -69,6 +69,7 @@ def test_a_pipe_in_a_cell_does_not_split_it() -> None:
 def test_tally_counts_each_outcome() -> None:
     rows = [cost(1.0), cost(1.5), cost(3.0), share(0.6), share(None)]
     assert tally(rows) == "5 rows: 1 at goal, 2 must-reach only, 1 missed, 1 not measured"
+    assert tally(rows[:1]) == "1 row: 1 at goal, 0 must-reach only, 0 missed, 0 not measured"
 
 
 @pytest.mark.parametrize(
