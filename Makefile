@@ -25,9 +25,10 @@ test-fast:
 	@scripts/setup test
 	$(PYTEST) -m "not slow" $(PYTEST_ARGS)
 
+# The summary table of every measure of record; e.g. make bench BENCH_ARGS="--quick --out bench.md"
 bench:
 	@scripts/setup demo
-	@scripts/bench
+	@scripts/bench $(BENCH_ARGS)
 
 lint:
 	@scripts/setup demo

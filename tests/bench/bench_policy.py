@@ -37,8 +37,9 @@ CREATE TABLE bench.source (LIKE memgov.long_term_memory_items INCLUDING DEFAULTS
 CREATE TABLE bench.bare (LIKE memgov.long_term_memory_items INCLUDING DEFAULTS);
 CREATE TABLE bench.compiled (LIKE memgov.long_term_memory_items INCLUDING DEFAULTS);
 CREATE TABLE bench.interpreted (LIKE memgov.long_term_memory_items INCLUDING DEFAULTS);
-ALTER TABLE bench.compiled ALTER COLUMN status DROP DEFAULT;
-ALTER TABLE bench.interpreted ALTER COLUMN status DROP DEFAULT;
+-- status holds the decided action here ('allow', 'require_approval', ...), not a memory status
+ALTER TABLE bench.compiled ALTER COLUMN status DROP DEFAULT, ALTER COLUMN status TYPE text;
+ALTER TABLE bench.interpreted ALTER COLUMN status DROP DEFAULT, ALTER COLUMN status TYPE text;
 
 -- The naive design: rules read from a table and walked as JSON on every row.
 CREATE TABLE bench.rules (

@@ -109,7 +109,7 @@ END
 $$;
 """
 
-# Half expired (ttl_7d, 8 days old), a quarter ttl_30d and a quarter permanent (fresh).
+# Half expired (ttl_7d, 8 days old; one in --every rows), a quarter ttl_30d and the rest permanent (fresh).
 # Confidence 0.5..0.99: no auto_delete rule of the default policy matches.
 FILL = """
 INSERT INTO memgov.long_term_memory_items
@@ -122,9 +122,9 @@ SELECT 't' || (g %% 10), 'p' || (g %% 50), 'agent',
               'Deployment runs on Kubernetes with three replicas', 'Uses Python 3.11 and psycopg 3'])[1 + g %% 6]
          || ' #' || g,
        'agent_extracted', 0.5 + (g %% 50) / 100.0,
-       CASE WHEN g %% 2 = 0 THEN 'ttl_7d' WHEN g %% 4 = 1 THEN 'ttl_30d' ELSE 'permanent_until_revoked' END,
+       CASE WHEN g %% %(every)s = 0 THEN 'ttl_7d' WHEN g %% 4 = 1 THEN 'ttl_30d' ELSE 'permanent_until_revoked' END,
        'mcp',
-       CASE WHEN g %% 2 = 0 THEN now() - interval '8 days' ELSE now() - interval '1 day' END,
+       CASE WHEN g %% %(every)s = 0 THEN now() - interval '8 days' ELSE now() - interval '1 day' END,
        now() - interval '1 day'
   FROM generate_series(1, %(rows)s) AS g
 """
@@ -148,13 +148,22 @@ def reset(conn: psycopg.Connection[Any]) -> None:
             conn.execute(f"ALTER TABLE memgov.{name} ENABLE ALWAYS TRIGGER refuse_truncate")
 
 
-def fill(conn: psycopg.Connection[Any], rows: int) -> None:
-    """The same rows in the governed table (engine's path: expires_at kept by the trigger) and the bare copy."""
+def fill(conn: psycopg.Connection[Any], rows: int, every: int = 2, bare: bool = True) -> None:
+    """The same rows in the governed table (engine's path: expires_at kept by the trigger) and, with
+    ``bare``, the bare copy; one row in ``every`` expired."""
     reset(conn)
     with conn.transaction():
         conn.execute("SET LOCAL ROLE memgov_owner")
-        conn.execute(FILL, {"rows": rows})
-    conn.execute("INSERT INTO bench.bare SELECT * FROM memgov.long_term_memory_items")
+        conn.execute(FILL, {"rows": rows, "every": every})
+    if bare:
+        # every column but the generated ones (search_vector): PostgreSQL computes those itself
+        row = conn.execute(
+            "SELECT string_agg(quote_ident(attname), ', ' ORDER BY attnum) FROM pg_attribute"
+            " WHERE attrelid = 'bench.bare'::regclass AND attnum > 0 AND NOT attisdropped AND attgenerated = ''"
+        ).fetchone()
+        assert row is not None
+        columns = row[0]
+        conn.execute(f"INSERT INTO bench.bare ({columns}) SELECT {columns} FROM memgov.long_term_memory_items")
     conn.execute(
         "VACUUM ANALYZE memgov.long_term_memory_items, bench.bare, memgov.deletion_log, bench.batch_log, bench.row_log"
     )

@@ -31,42 +31,51 @@ from memgov_pg.migrate import upgrade
 def parser(description: str) -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=description)
     p.add_argument("--dsn", default=os.environ.get("MEMGOV_BENCH_DSN"), help="superuser DSN of a scratch server")
-    p.add_argument("--repeat", type=int, default=3, help="runs per measurement; the best counts")
+    p.add_argument("--repeat", type=int, default=int(os.environ.get("MEMGOV_BENCH_REPEAT", "3")),
+                   help="runs per measurement; the best counts (default: MEMGOV_BENCH_REPEAT, else 3)")  # fmt: skip
     return p
 
 
 @contextmanager
-def bench_database(dsn: str | None, name: str) -> Iterator[str]:
-    """A fresh database migrated to head; dropped afterwards."""
-    cluster = None
-    base = None
+def bench_server(dsn: str | None) -> Iterator[str]:
+    """A superuser DSN: ``dsn`` itself, else a throw-away durable local cluster's (stopped afterwards)."""
+    if dsn is not None:
+        yield dsn
+        return
+    base = Path(tempfile.mkdtemp(prefix="memgov-bench-"))
+    # durable: fsync and synchronous_commit on, as a production server runs
+    cluster = LocalCluster(base, free_port(), durable=True)
     try:
-        if dsn is None:
-            base = Path(tempfile.mkdtemp(prefix="memgov-bench-"))
-            # durable: fsync and synchronous_commit on, as a production server runs
-            cluster = LocalCluster(base, free_port(), durable=True)
-            cluster.init()
-            cluster.start_on_a_free_port()
-            cluster.bootstrap()
-            dsn = cluster.dsn("postgres")
-        with psycopg.connect(dsn, autocommit=True) as conn:
-            conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
-            conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
-        params = psycopg.conninfo.conninfo_to_dict(dsn)
-        params["dbname"] = name
-        target = psycopg.conninfo.make_conninfo(**params)  # type: ignore[arg-type]
-        upgrade(target)
-        yield target
-        with psycopg.connect(dsn, autocommit=True) as conn:
-            conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
+        cluster.init()
+        cluster.start_on_a_free_port()
+        cluster.bootstrap()
+        yield cluster.dsn("postgres")
     except (MemgovError, psycopg.OperationalError) as exc:
         print(f"bench: error: {exc}", file=sys.stderr)
         sys.exit(1)
     finally:
-        if cluster is not None:
-            cluster.stop()
-        if base is not None:
-            shutil.rmtree(base, ignore_errors=True)
+        cluster.stop()
+        shutil.rmtree(base, ignore_errors=True)
+
+
+@contextmanager
+def bench_database(dsn: str | None, name: str) -> Iterator[str]:
+    """A fresh database migrated to head (on a throw-away cluster without ``dsn``); dropped afterwards."""
+    with bench_server(dsn) as server:
+        try:
+            with psycopg.connect(server, autocommit=True) as conn:
+                conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
+                conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+            params = psycopg.conninfo.conninfo_to_dict(server)
+            params["dbname"] = name
+            target = psycopg.conninfo.make_conninfo(**params)  # type: ignore[arg-type]
+            upgrade(target)
+        except (MemgovError, psycopg.OperationalError) as exc:
+            print(f"bench: error: {exc}", file=sys.stderr)
+            sys.exit(1)
+        yield target
+        with psycopg.connect(server, autocommit=True) as conn:
+            conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
 
 
 #: Stand-in bodies of memgov.enforce_write() (PL/pgSQL) for the floors of the write path:

@@ -129,17 +129,17 @@ def instructions(cluster: LocalCluster, pristine: Path, sql_script: str) -> int:
     raise SystemExit("profile: callgrind_annotate printed no total")
 
 
-def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__)
-    p.add_argument("--rows", type=int, default=200, help="single-row INSERTs measured per cell")
-    p.add_argument("--bulk-rows", type=int, default=2000, help="rows of the measured INSERT ... SELECT")
-    args = p.parse_args()
-    if shutil.which("valgrind") is None or shutil.which("callgrind_annotate") is None:
-        print("profile: skipped: needs valgrind (Debian package valgrind)")
-        return
+Layer = tuple[str, str, list[str]]
+
+
+def profile(rows: int, bulk_rows: int, layers: list[Layer] = LAYERS) -> list[tuple[str, list[float]]]:
+    """Instructions per write of each layer: (label, [single-row stored, single-row held, bulk row]).
+
+    Needs valgrind (the caller checks ``have_valgrind()``)."""
     base = Path(tempfile.mkdtemp(prefix="memgov-profile-"))
     cluster = LocalCluster(base, free_port(), durable=False)
     running = False
+    out: list[tuple[str, list[float]]] = []
     try:
         cluster.init()
         cluster.start_on_a_free_port()
@@ -150,27 +150,42 @@ def main() -> None:
         dsn = cluster.dsn("bench")
         upgrade(dsn)
         with psycopg.connect(dsn, autocommit=True) as conn:
-            conn.execute(SETUP.replace("%(rows)s", str(WARMUP + max(args.rows, args.bulk_rows))))
+            conn.execute(SETUP.replace("%(rows)s", str(WARMUP + max(rows, bulk_rows))))
             header = enforce_write_header(conn)
         deploy(dsn, ROOT / "policies" / "default.yaml")
         cluster.stop()
         running = False
-        rows: list[tuple[str, ...]] = []
-        for label, target, prefix in LAYERS:
+        for label, target, prefix in layers:
             prefix = [s.format(header=header) if s.startswith("{header}") else s for s in prefix]
             cells = []
-            for kind, n in (("stored", args.rows), ("held", args.rows), ("bulk", args.bulk_rows)):
+            for kind, n in (("stored", rows), ("held", rows), ("bulk", bulk_rows)):
                 if kind == "held" and target == "bench.bare":
                     kind = "stored"  # nothing is held without the trigger: the same INSERT
                 total = instructions(cluster, cluster.datadir, script(prefix, target, kind, n))
                 empty = instructions(cluster, cluster.datadir, script(prefix, target, kind, 0))
                 cells.append((total - empty) / n)
-            rows.append((label, *(f"{c / 1000:,.0f}k" for c in cells)))
+            out.append((label, cells))
             print(f"  {label}: done", file=sys.stderr, flush=True)
     finally:
         if running:
             cluster.stop()
         shutil.rmtree(base, ignore_errors=True)
+    return out
+
+
+def have_valgrind() -> bool:
+    return shutil.which("valgrind") is not None and shutil.which("callgrind_annotate") is not None
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__)
+    p.add_argument("--rows", type=int, default=200, help="single-row INSERTs measured per cell")
+    p.add_argument("--bulk-rows", type=int, default=2000, help="rows of the measured INSERT ... SELECT")
+    args = p.parse_args()
+    if not have_valgrind():
+        print("profile: skipped: needs valgrind (Debian package valgrind)")
+        return
+    rows = [(label, *(f"{c / 1000:,.0f}k" for c in cells)) for label, cells in profile(args.rows, args.bulk_rows)]
     print("instructions per write (callgrind), each layer adding one part of the write path\n")
     print(table(rows, ("layer", "single-row, stored", "single-row, held", "bulk, per row")))
 
