@@ -317,7 +317,8 @@ $$;
 -- memgov_primary), where dblink is and whether PUBLIC may call it, whether memgov_owner has
 -- its user mapping, and (set up) whether the primary answers as the logger's login and lets
 -- it log reads: a connection of its own, closed at once, with the error when there is none.
--- SECURITY DEFINER: it connects as memgov_owner, whose user mapping it is; a superuser's.
+-- SECURITY DEFINER: it connects as memgov_owner, whose user mapping it is (no password
+-- or secret in what it returns); a superuser's and memgov_admin's.
 CREATE FUNCTION memgov.standby_logger_status()
 RETURNS jsonb
 LANGUAGE plpgsql
@@ -358,8 +359,9 @@ END
 $$;
 
 -- Privileges: the standby logger's login calls memgov.log_standby_read, and nothing else;
--- the setup is a superuser's (executable by nobody else).
+-- memgov_admin may ask for the status (memgov doctor); the setup is a superuser's.
 GRANT EXECUTE ON FUNCTION memgov.log_standby_read(jsonb) TO memgov_standby_logger;
 GRANT USAGE ON SCHEMA memgov TO memgov_standby_logger;
+GRANT EXECUTE ON FUNCTION memgov.standby_logger_status() TO memgov_admin;
 
 RESET ROLE;

@@ -853,5 +853,7 @@ SELECT r.rolname AS role, r.rolcanlogin AS can_login, r.rolsuper AS superuser,
  ORDER BY r.rolname;
 
 -- name: doctor_standby_logger
--- The standby logger as memgov.standby_logger_status() sees it (sql/065_standby_reads.sql).
-SELECT memgov.standby_logger_status() AS status;
+-- The standby logger as memgov.standby_logger_status() sees it (sql/065_standby_reads.sql),
+-- asked only where the foreign server memgov_primary exists (NULL: not set up).
+SELECT CASE WHEN EXISTS (SELECT FROM pg_catalog.pg_foreign_server s WHERE s.srvname = 'memgov_primary')
+            THEN memgov.standby_logger_status() END AS status;

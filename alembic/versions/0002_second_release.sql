@@ -2217,6 +2217,7 @@ BEGIN
     END;
 END
 $function$;
+GRANT EXECUTE ON FUNCTION memgov.standby_logger_status() TO memgov_admin;
 
 GRANT EXECUTE ON FUNCTION memgov.approval_expired(memgov.approval_requests) TO memgov_admin;
 

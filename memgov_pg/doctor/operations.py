@@ -282,10 +282,10 @@ def check_standby_logger(conn: psycopg.Connection[Any], standby: bool) -> Iterat
             WARNING,
             "memgov_primary",
             f"{conn.info.user} may not check the standby logger",
-            "run memgov doctor as a superuser",
+            "run memgov doctor as a superuser (or a member of memgov_admin)",
         )
         return
-    if not status["configured"]:
+    if status is None:  # no server memgov_primary
         if standby:
             yield Finding(
                 "standby-logger",
