@@ -58,6 +58,8 @@ def _call(dsn: str, name: str, params: dict[str, Any]) -> dict[str, Any]:
         except psycopg.Error as exc:
             message = (exc.diag.message_primary or str(exc)).replace("\n", " ")
             hint = f" ({exc.diag.message_hint})" if exc.diag.message_hint else ""
+            if isinstance(exc, psycopg.errors.InsufficientPrivilege) and not hint:
+                hint = " (run it as a superuser, on the primary)"
             raise MemgovError(f"standby logger: {message}{hint} [{exc.sqlstate}]") from None
     assert row is not None
     return dict(row)
