@@ -65,7 +65,9 @@ def check_pg_cron(dsn: str, conn: psycopg.Connection[Any], database: str, standb
             "pg_cron",
             f"no pg_cron job (visible to {conn.info.user}) runs memgov.run_maintenance() in database {database}: "
             "memories are not expired and approvals do not time out",
-            "`memgov retention schedule` (as a superuser)",
+            "`memgov retention schedule --dsn PRIMARY` on the primary (a standby has its jobs by replication)"
+            if standby
+            else "`memgov retention schedule` (as a superuser)",
         )
         return
     if standby:
