@@ -247,6 +247,7 @@ SQLSTATES: Final[tuple[SQLState, ...]] = (
     SQLState("MG404", _E, "no such memory, request, entry or version in the tenant", NotFoundError),
     SQLState("MG409", ("ERROR", "NOTICE", "WARNING"), "a conflict with the current state", ConflictError),
     SQLState("MG500", _E, "PostgreSQL rejected a compiled policy: a compiler bug"),
+    SQLState("MG503", _E, "a read on a standby whose primary cannot be reached to log it"),
     SQLState("MG000", _E, "undoes definition_drift's scratch function", origin="internal"),
     SQLState("MG299", _E, "undoes a replay's shadow and its decisions", origin="internal"),
     SQLState("0A000", _E, "a write of the memory table from inside another statement's functions"),

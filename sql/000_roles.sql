@@ -1,9 +1,10 @@
 -- memgov: roles, the schema and who may use it.
 --
 -- Roles are cluster-wide, so they are created only when missing: several
--- governed databases in one cluster share them. All six are NOLOGIN;
+-- governed databases in one cluster share them. All seven are NOLOGIN;
 -- deployments grant memgov_writer, memgov_reviewer and memgov_admin to their own
--- login roles, never the other three.
+-- login roles, never the others (but memgov_standby_logger: `memgov standby-logger
+-- setup` grants it to a login of its own).
 --
 --   memgov_owner     owns every memgov object; SECURITY DEFINER functions run as it
 --   memgov_policy    owns the compiled policy functions, which run as it: no table privileges
@@ -12,13 +13,15 @@
 --   memgov_admin     deploy, rollback, schedule, bind tenants; reads across tenants
 --   memgov_settings_reader  owns memgov.cron_settings() alone, which runs as it: holds
 --                    pg_read_all_settings to read pg_cron's superuser-only settings
+--   memgov_standby_logger  may call memgov.log_standby_read() alone: the login a standby's
+--                    user mapping holds is its member (memgov standby-logger setup)
 
 DO $roles$
 DECLARE
     v_role text;
 BEGIN
     FOREACH v_role IN ARRAY ARRAY['memgov_owner', 'memgov_policy', 'memgov_writer', 'memgov_reviewer', 'memgov_admin',
-                                  'memgov_settings_reader'] LOOP
+                                  'memgov_settings_reader', 'memgov_standby_logger'] LOOP
         IF NOT EXISTS (SELECT FROM pg_catalog.pg_roles WHERE rolname = v_role) THEN
             EXECUTE pg_catalog.format('CREATE ROLE %I NOLOGIN', v_role);
         END IF;

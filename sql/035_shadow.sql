@@ -373,6 +373,39 @@ BEGIN
 END
 $$;
 
+-- Replay samples ------------------------------------------------------------------------
+
+-- Keeps a decided write's item for `memgov replay` (memgov.replay_samples): called for a
+-- sampled share (memgov.sample_rate) of the writes the policy stored or held. (No SET
+-- clause: the write trigger pins search_path.)
+CREATE FUNCTION memgov.keep_sample(
+    p_operation    text,
+    p_item         memgov.long_term_memory_items,
+    p_actor        text,
+    p_decision_id  bigint)
+RETURNS void
+LANGUAGE plpgsql
+AS $$
+BEGIN
+    INSERT INTO memgov.replay_samples (org_id, decision_id, memory_id, operation, actor, payload)
+    VALUES (p_item.org_id, p_decision_id, p_item.memory_id, p_operation, p_actor, to_jsonb(p_item));
+END
+$$;
+
+-- Deletes the replay samples of deleted memories, where their tenant samples (a policy that
+-- stops sampling deletes its tenant's samples; the sweep prunes any left behind:
+-- memgov.prune_replay_samples). No SET clause: its callers pin search_path.
+CREATE FUNCTION memgov.drop_samples(p_org_id text, p_memory_ids uuid[])
+RETURNS void
+LANGUAGE plpgsql
+AS $$
+BEGIN
+    IF memgov.sample_rate(p_org_id) > 0 THEN
+        DELETE FROM memgov.replay_samples s WHERE s.org_id = p_org_id AND s.memory_id = ANY (p_memory_ids);
+    END IF;
+END
+$$;
+
 -- Privileges: shadows and replays are memgov_admin's, like deploys.
 GRANT EXECUTE ON FUNCTION
     memgov.start_shadow(text, text),

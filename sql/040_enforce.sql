@@ -133,7 +133,8 @@ AS $$
                 THEN p_b ELSE p_a END
 $$;
 
--- Logs one decision (by p_actor, for session_user); returns its decision_id. The only
+-- Logs one decision (by p_actor, for session_user, or p_login: the login a standby's read
+-- names, memgov.log_standby_read); returns its decision_id. The only
 -- INSERT into memgov.decision_log but the flush of a statement's shared decisions (below).
 -- A read's row also says what was asked (a fingerprint) and what it returned and withheld.
 -- (No SET clause: it runs once per governed row, inside functions that pin search_path,
@@ -147,7 +148,8 @@ CREATE FUNCTION memgov.log_decision(
     p_decision     memgov.decision,
     p_fingerprint  text DEFAULT NULL,
     p_returned     integer DEFAULT NULL,
-    p_withheld     integer DEFAULT NULL)
+    p_withheld     integer DEFAULT NULL,
+    p_login        text DEFAULT NULL)
 RETURNS bigint
 LANGUAGE plpgsql
 AS $$
@@ -160,42 +162,11 @@ BEGIN
             query_fingerprint, returned, withheld)
     VALUES (p_operation, p_memory_id, p_org_id, p_decision.action,
             p_decision.reason_codes, p_decision.matched_rule_ids, p_decision.policy_version,
-            p_decision.mode, p_decision.enforced, p_actor, session_user,
+            p_decision.mode, p_decision.enforced, p_actor, coalesce(p_login, session_user),
             pg_catalog.round(p_decision.risk_score, 3), p_decision.risk_level,
             p_fingerprint, p_returned, p_withheld)
     RETURNING decision_id INTO v_id;
     RETURN v_id;
-END
-$$;
-
--- Keeps a decided write's item for `memgov replay` (memgov.replay_samples): called for a
--- sampled share (memgov.sample_rate) of the writes the policy stored or held. (No SET
--- clause: the write trigger pins search_path.)
-CREATE FUNCTION memgov.keep_sample(
-    p_operation    text,
-    p_item         memgov.long_term_memory_items,
-    p_actor        text,
-    p_decision_id  bigint)
-RETURNS void
-LANGUAGE plpgsql
-AS $$
-BEGIN
-    INSERT INTO memgov.replay_samples (org_id, decision_id, memory_id, operation, actor, payload)
-    VALUES (p_item.org_id, p_decision_id, p_item.memory_id, p_operation, p_actor, to_jsonb(p_item));
-END
-$$;
-
--- Deletes the replay samples of deleted memories, where their tenant samples (a policy that
--- stops sampling deletes its tenant's samples; the sweep prunes any left behind:
--- memgov.prune_replay_samples). No SET clause: its callers pin search_path.
-CREATE FUNCTION memgov.drop_samples(p_org_id text, p_memory_ids uuid[])
-RETURNS void
-LANGUAGE plpgsql
-AS $$
-BEGIN
-    IF memgov.sample_rate(p_org_id) > 0 THEN
-        DELETE FROM memgov.replay_samples s WHERE s.org_id = p_org_id AND s.memory_id = ANY (p_memory_ids);
-    END IF;
 END
 $$;
 
@@ -235,6 +206,9 @@ $$;
 --   p_fingerprint, p_returned, p_withheld   a read's log columns
 --   p_silent       a write the trigger stores (an allow, or any decision not enforced):
 --                  nothing to file or tell, no decision as JSON
+--   p_login        the login a standby's read names (memgov.log_standby_read), else session_user
+-- A read on a standby (which writes nothing) is logged and filed by the primary instead:
+-- memgov.log_read_on_primary (sql/065_standby_reads.sql).
 -- Returns the outcome: the applied action, the decision as JSON (for everything but a
 -- silent allow), the ids of what was logged and filed. (No SET clause: its callers pin
 -- search_path.)
@@ -250,7 +224,8 @@ CREATE FUNCTION memgov.govern(
     p_fingerprint  text DEFAULT NULL,
     p_returned     integer DEFAULT NULL,
     p_withheld     integer DEFAULT NULL,
-    p_silent       boolean DEFAULT false)
+    p_silent       boolean DEFAULT false,
+    p_login        text DEFAULT NULL)
 RETURNS memgov.write_outcome
 LANGUAGE plpgsql
 AS $$
@@ -262,26 +237,35 @@ BEGIN
     -- monitor mode (and a decision that is not enforced) lets the write through
     v_outcome.action := CASE WHEN p_decision.enforced THEN p_decision.action ELSE 'allow' END;
     v_outcome.policy_version := p_decision.policy_version;
-    v_outcome.decision_id := memgov.log_decision(p_operation, p_item.memory_id, p_item.org_id, p_actor, p_decision,
-                                                 p_fingerprint, p_returned, p_withheld);
-    IF p_shadow.shadow_id IS NOT NULL THEN
-        PERFORM memgov.record_shadow(p_shadow, p_operation, p_item, p_decision, v_outcome.decision_id);
-    END IF;
+    IF v_read AND pg_catalog.pg_is_in_recovery() THEN
+        -- a standby writes nothing: the primary logs the read and files it (no shadow verdict)
+        SELECT r.decision_id, r.request_id, r.quarantine_id
+          INTO v_outcome.decision_id, v_outcome.request_id, v_outcome.quarantine_id
+          FROM memgov.log_read_on_primary(p_operation, p_item, p_actor, p_decision, p_payload, p_file,
+                                          p_fingerprint, p_returned, p_withheld) AS r;
+    ELSE
+        v_outcome.decision_id := memgov.log_decision(p_operation, p_item.memory_id, p_item.org_id, p_actor, p_decision,
+                                                     p_fingerprint, p_returned, p_withheld, p_login);
+        IF p_shadow.shadow_id IS NOT NULL THEN
+            PERFORM memgov.record_shadow(p_shadow, p_operation, p_item, p_decision, v_outcome.decision_id);
+        END IF;
 
-    IF p_file AND v_outcome.action = 'require_approval' THEN
-        INSERT INTO memgov.approval_requests
-               (memory_id, org_id, operation, payload, requested_by, requested_login,
-                decision_id, policy_version)
-        VALUES (p_item.memory_id, p_item.org_id, p_operation, coalesce(p_payload, to_jsonb(p_item)), p_actor,
-                session_user, v_outcome.decision_id, p_decision.policy_version)
-        RETURNING request_id INTO v_outcome.request_id;
-        PERFORM pg_notify(memgov.approval_channel(p_item.org_id), v_outcome.request_id::text);
-    ELSIF p_file AND v_outcome.action = 'quarantine' THEN
-        INSERT INTO memgov.quarantine
-               (org_id, operation, memory_id, payload, decision, decision_id, quarantined_by, quarantined_login)
-        VALUES (p_item.org_id, p_operation, p_item.memory_id, coalesce(p_payload, to_jsonb(p_item)),
-                memgov.decision_json(p_decision), v_outcome.decision_id, p_actor, session_user)
-        RETURNING quarantine_id INTO v_outcome.quarantine_id;
+        IF p_file AND v_outcome.action = 'require_approval' THEN
+            INSERT INTO memgov.approval_requests
+                   (memory_id, org_id, operation, payload, requested_by, requested_login,
+                    decision_id, policy_version)
+            VALUES (p_item.memory_id, p_item.org_id, p_operation, coalesce(p_payload, to_jsonb(p_item)), p_actor,
+                    coalesce(p_login, session_user), v_outcome.decision_id, p_decision.policy_version)
+            RETURNING request_id INTO v_outcome.request_id;
+            PERFORM pg_notify(memgov.approval_channel(p_item.org_id), v_outcome.request_id::text);
+        ELSIF p_file AND v_outcome.action = 'quarantine' THEN
+            INSERT INTO memgov.quarantine
+                   (org_id, operation, memory_id, payload, decision, decision_id, quarantined_by, quarantined_login)
+            VALUES (p_item.org_id, p_operation, p_item.memory_id, coalesce(p_payload, to_jsonb(p_item)),
+                    memgov.decision_json(p_decision), v_outcome.decision_id, p_actor,
+                    coalesce(p_login, session_user))
+            RETURNING quarantine_id INTO v_outcome.quarantine_id;
+        END IF;
     END IF;
 
     -- a sample of what stays in the table: stored writes and held ones (not a forget)

@@ -207,10 +207,12 @@ AS $$
     SELECT FROM pg_catalog.set_config('memgov.last_recall', p_outcome::text, true)
 $$;
 
--- A governed read writes its decision-log row, which a read-only transaction cannot: on a
--- hot standby (pg_is_in_recovery()) or in a READ ONLY transaction, refuse it up front with
--- SQLSTATE 25006 and the remedy, rather than fail in the middle on the log's INSERT.
--- (No SET clause: its callers pin search_path.)
+-- A governed read writes its decision-log row, which a read-only transaction cannot. On a
+-- hot standby (pg_is_in_recovery()) whose standby logger is set up
+-- (memgov.standby_logger_ready, sql/065_standby_reads.sql) the primary writes it for the
+-- standby: the read goes on. Anywhere else read-only (a standby without the logger, a READ
+-- ONLY transaction) it is refused up front with SQLSTATE 25006 and the remedy, rather than
+-- fail in the middle on the log's INSERT. (No SET clause: its callers pin search_path.)
 CREATE FUNCTION memgov.refuse_read_only(p_operation text)
 RETURNS void
 LANGUAGE plpgsql STABLE
@@ -220,11 +222,14 @@ BEGIN
         RETURN;
     END IF;
     IF pg_catalog.pg_is_in_recovery() THEN
-        RAISE EXCEPTION 'memgov: % is a governed read: it logs its decision, and this server is a standby (read-only)',
+        IF memgov.standby_logger_ready() THEN
+            RETURN;
+        END IF;
+        RAISE EXCEPTION 'memgov: % is a governed read: it logs its decision, and this server is a standby (read-only) without a standby logger',
                         p_operation
             USING ERRCODE = '25006',
-                  HINT = 'send memgov.search and memgov.get to the primary; a standby serves ungoverned reads only '
-                         '(docs/operations.md, "Reads on a standby")';
+                  HINT = 'send memgov.search and memgov.get to the primary, or let the primary log this standby''s reads: '
+                         'memgov standby-logger setup, run on the primary (docs/operations.md, "Reads on a standby")';
     END IF;
     RAISE EXCEPTION 'memgov: % is a governed read: it logs its decision, and this transaction is read-only', p_operation
         USING ERRCODE = '25006',

@@ -828,3 +828,32 @@ SELECT DISTINCT array_to_string((string_to_array(m.namespace, '.'))[1:coalesce(%
    AND m.namespace ~ ALL (%(patterns)s::text[])
  ORDER BY 1
  LIMIT %(limit)s OFFSET %(offset)s;
+
+-- name: standby_logger_setup
+-- memgov standby-logger setup: the standby logger's server, login and user mapping
+-- (sql/065_standby_reads.sql), on the primary, as a superuser.
+SELECT memgov.setup_standby_logger(%(host)s, %(port)s, %(dbname)s, %(login)s, %(password)s) AS setup;
+
+-- name: standby_logger_remove
+-- memgov standby-logger remove: the server and user mapping go; standbys refuse governed reads again.
+SELECT memgov.remove_standby_logger() AS removed;
+
+-- name: doctor_recovery
+-- Whether this server is a standby (in recovery).
+SELECT pg_catalog.pg_is_in_recovery() AS standby;
+
+-- name: doctor_exporter_roles
+-- The exporter's role as named (%(role)s), or else the logins whose name looks like an
+-- exporter's (exporter, prometheus): whether each may log in, is a superuser, is in pg_monitor.
+SELECT r.rolname AS role, r.rolcanlogin AS can_login, r.rolsuper AS superuser,
+       pg_catalog.pg_has_role(r.oid, 'pg_monitor', 'MEMBER') AS monitors
+  FROM pg_catalog.pg_roles r
+ WHERE CASE WHEN %(role)s::text IS NOT NULL THEN r.rolname = %(role)s::text
+            ELSE r.rolcanlogin AND NOT r.rolsuper AND r.rolname ~* '(exporter|prometheus)' END
+ ORDER BY r.rolname;
+
+-- name: doctor_standby_logger
+-- The standby logger as memgov.standby_logger_status() sees it (sql/065_standby_reads.sql),
+-- asked only where the foreign server memgov_primary exists (NULL: not set up).
+SELECT CASE WHEN EXISTS (SELECT FROM pg_catalog.pg_foreign_server s WHERE s.srvname = 'memgov_primary')
+            THEN memgov.standby_logger_status() END AS status;

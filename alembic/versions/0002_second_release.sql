@@ -4,11 +4,16 @@
 
 -- migrate:upgrade
 -- memgov_settings_reader: owns memgov.cron_settings() alone, and reads pg_cron's
--- superuser-only settings for it (sql/000_roles.sql, sql/070_retention.sql)
+-- superuser-only settings for it (sql/000_roles.sql, sql/070_retention.sql).
+-- memgov_standby_logger (issue 30): may call memgov.log_standby_read() alone
+-- (sql/065_standby_reads.sql); created here, before the routines' grants name it.
 DO $roles$
 BEGIN
     IF NOT EXISTS (SELECT FROM pg_catalog.pg_roles WHERE rolname = 'memgov_settings_reader') THEN
         CREATE ROLE memgov_settings_reader NOLOGIN;
+    END IF;
+    IF NOT EXISTS (SELECT FROM pg_catalog.pg_roles WHERE rolname = 'memgov_standby_logger') THEN
+        CREATE ROLE memgov_standby_logger NOLOGIN;
     END IF;
 EXCEPTION
     -- a concurrent migration of another database created it first
@@ -737,7 +742,18 @@ END
 $function$;
 GRANT EXECUTE ON FUNCTION memgov.policy_drift() TO memgov_admin;
 
-CREATE OR REPLACE FUNCTION memgov.log_decision(p_operation text, p_memory_id uuid, p_org_id text, p_actor text, p_decision memgov.decision, p_fingerprint text DEFAULT NULL::text, p_returned integer DEFAULT NULL::integer, p_withheld integer DEFAULT NULL::integer)
+CREATE OR REPLACE FUNCTION memgov.drop_samples(p_org_id text, p_memory_ids uuid[])
+ RETURNS void
+ LANGUAGE plpgsql
+AS $function$
+BEGIN
+    IF memgov.sample_rate(p_org_id) > 0 THEN
+        DELETE FROM memgov.replay_samples s WHERE s.org_id = p_org_id AND s.memory_id = ANY (p_memory_ids);
+    END IF;
+END
+$function$;
+
+CREATE OR REPLACE FUNCTION memgov.log_decision(p_operation text, p_memory_id uuid, p_org_id text, p_actor text, p_decision memgov.decision, p_fingerprint text DEFAULT NULL::text, p_returned integer DEFAULT NULL::integer, p_withheld integer DEFAULT NULL::integer, p_login text DEFAULT NULL::text)
  RETURNS bigint
  LANGUAGE plpgsql
 AS $function$
@@ -750,22 +766,11 @@ BEGIN
             query_fingerprint, returned, withheld)
     VALUES (p_operation, p_memory_id, p_org_id, p_decision.action,
             p_decision.reason_codes, p_decision.matched_rule_ids, p_decision.policy_version,
-            p_decision.mode, p_decision.enforced, p_actor, session_user,
+            p_decision.mode, p_decision.enforced, p_actor, coalesce(p_login, session_user),
             pg_catalog.round(p_decision.risk_score, 3), p_decision.risk_level,
             p_fingerprint, p_returned, p_withheld)
     RETURNING decision_id INTO v_id;
     RETURN v_id;
-END
-$function$;
-
-CREATE OR REPLACE FUNCTION memgov.drop_samples(p_org_id text, p_memory_ids uuid[])
- RETURNS void
- LANGUAGE plpgsql
-AS $function$
-BEGIN
-    IF memgov.sample_rate(p_org_id) > 0 THEN
-        DELETE FROM memgov.replay_samples s WHERE s.org_id = p_org_id AND s.memory_id = ANY (p_memory_ids);
-    END IF;
 END
 $function$;
 
@@ -791,7 +796,7 @@ BEGIN
 END
 $function$;
 
-CREATE OR REPLACE FUNCTION memgov.govern(p_operation text, p_item memgov.long_term_memory_items, p_actor text, p_decision memgov.decision, p_shadow memgov.shadow_verdict, p_payload jsonb DEFAULT NULL::jsonb, p_file boolean DEFAULT true, p_raise boolean DEFAULT true, p_fingerprint text DEFAULT NULL::text, p_returned integer DEFAULT NULL::integer, p_withheld integer DEFAULT NULL::integer, p_silent boolean DEFAULT false)
+CREATE OR REPLACE FUNCTION memgov.govern(p_operation text, p_item memgov.long_term_memory_items, p_actor text, p_decision memgov.decision, p_shadow memgov.shadow_verdict, p_payload jsonb DEFAULT NULL::jsonb, p_file boolean DEFAULT true, p_raise boolean DEFAULT true, p_fingerprint text DEFAULT NULL::text, p_returned integer DEFAULT NULL::integer, p_withheld integer DEFAULT NULL::integer, p_silent boolean DEFAULT false, p_login text DEFAULT NULL::text)
  RETURNS memgov.write_outcome
  LANGUAGE plpgsql
 AS $function$
@@ -803,26 +808,35 @@ BEGIN
     -- monitor mode (and a decision that is not enforced) lets the write through
     v_outcome.action := CASE WHEN p_decision.enforced THEN p_decision.action ELSE 'allow' END;
     v_outcome.policy_version := p_decision.policy_version;
-    v_outcome.decision_id := memgov.log_decision(p_operation, p_item.memory_id, p_item.org_id, p_actor, p_decision,
-                                                 p_fingerprint, p_returned, p_withheld);
-    IF p_shadow.shadow_id IS NOT NULL THEN
-        PERFORM memgov.record_shadow(p_shadow, p_operation, p_item, p_decision, v_outcome.decision_id);
-    END IF;
+    IF v_read AND pg_catalog.pg_is_in_recovery() THEN
+        -- a standby writes nothing: the primary logs the read and files it (no shadow verdict)
+        SELECT r.decision_id, r.request_id, r.quarantine_id
+          INTO v_outcome.decision_id, v_outcome.request_id, v_outcome.quarantine_id
+          FROM memgov.log_read_on_primary(p_operation, p_item, p_actor, p_decision, p_payload, p_file,
+                                          p_fingerprint, p_returned, p_withheld) AS r;
+    ELSE
+        v_outcome.decision_id := memgov.log_decision(p_operation, p_item.memory_id, p_item.org_id, p_actor, p_decision,
+                                                     p_fingerprint, p_returned, p_withheld, p_login);
+        IF p_shadow.shadow_id IS NOT NULL THEN
+            PERFORM memgov.record_shadow(p_shadow, p_operation, p_item, p_decision, v_outcome.decision_id);
+        END IF;
 
-    IF p_file AND v_outcome.action = 'require_approval' THEN
-        INSERT INTO memgov.approval_requests
-               (memory_id, org_id, operation, payload, requested_by, requested_login,
-                decision_id, policy_version)
-        VALUES (p_item.memory_id, p_item.org_id, p_operation, coalesce(p_payload, to_jsonb(p_item)), p_actor,
-                session_user, v_outcome.decision_id, p_decision.policy_version)
-        RETURNING request_id INTO v_outcome.request_id;
-        PERFORM pg_notify(memgov.approval_channel(p_item.org_id), v_outcome.request_id::text);
-    ELSIF p_file AND v_outcome.action = 'quarantine' THEN
-        INSERT INTO memgov.quarantine
-               (org_id, operation, memory_id, payload, decision, decision_id, quarantined_by, quarantined_login)
-        VALUES (p_item.org_id, p_operation, p_item.memory_id, coalesce(p_payload, to_jsonb(p_item)),
-                memgov.decision_json(p_decision), v_outcome.decision_id, p_actor, session_user)
-        RETURNING quarantine_id INTO v_outcome.quarantine_id;
+        IF p_file AND v_outcome.action = 'require_approval' THEN
+            INSERT INTO memgov.approval_requests
+                   (memory_id, org_id, operation, payload, requested_by, requested_login,
+                    decision_id, policy_version)
+            VALUES (p_item.memory_id, p_item.org_id, p_operation, coalesce(p_payload, to_jsonb(p_item)), p_actor,
+                    coalesce(p_login, session_user), v_outcome.decision_id, p_decision.policy_version)
+            RETURNING request_id INTO v_outcome.request_id;
+            PERFORM pg_notify(memgov.approval_channel(p_item.org_id), v_outcome.request_id::text);
+        ELSIF p_file AND v_outcome.action = 'quarantine' THEN
+            INSERT INTO memgov.quarantine
+                   (org_id, operation, memory_id, payload, decision, decision_id, quarantined_by, quarantined_login)
+            VALUES (p_item.org_id, p_operation, p_item.memory_id, coalesce(p_payload, to_jsonb(p_item)),
+                    memgov.decision_json(p_decision), v_outcome.decision_id, p_actor,
+                    coalesce(p_login, session_user))
+            RETURNING quarantine_id INTO v_outcome.quarantine_id;
+        END IF;
     END IF;
 
     -- a sample of what stays in the table: stored writes and held ones (not a forget)
@@ -1718,11 +1732,14 @@ BEGIN
         RETURN;
     END IF;
     IF pg_catalog.pg_is_in_recovery() THEN
-        RAISE EXCEPTION 'memgov: % is a governed read: it logs its decision, and this server is a standby (read-only)',
+        IF memgov.standby_logger_ready() THEN
+            RETURN;
+        END IF;
+        RAISE EXCEPTION 'memgov: % is a governed read: it logs its decision, and this server is a standby (read-only) without a standby logger',
                         p_operation
             USING ERRCODE = '25006',
-                  HINT = 'send memgov.search and memgov.get to the primary; a standby serves ungoverned reads only '
-                         '(docs/operations.md, "Reads on a standby")';
+                  HINT = 'send memgov.search and memgov.get to the primary, or let the primary log this standby''s reads: '
+                         'memgov standby-logger setup, run on the primary (docs/operations.md, "Reads on a standby")';
     END IF;
     RAISE EXCEPTION 'memgov: % is a governed read: it logs its decision, and this transaction is read-only', p_operation
         USING ERRCODE = '25006',
@@ -1920,6 +1937,287 @@ EXCEPTION WHEN object_not_in_prerequisite_state THEN
     RETURN false;
 END
 $function$;
+
+CREATE OR REPLACE FUNCTION memgov.standby_read_seal(p_read jsonb)
+ RETURNS text
+ LANGUAGE sql
+ STABLE
+AS $function$
+    SELECT pg_catalog.encode(pg_catalog.sha256(
+               pg_catalog.convert_to(s.secret, 'UTF8')
+               || pg_catalog.sha256(pg_catalog.convert_to('memgov-standby-read:' || p_read::text, 'UTF8'))), 'hex')
+      FROM memgov.channel_secret s
+$function$;
+
+CREATE OR REPLACE FUNCTION memgov.dblink_schema()
+ RETURNS text
+ LANGUAGE sql
+ STABLE
+AS $function$
+    SELECT e.extnamespace::regnamespace::text FROM pg_catalog.pg_extension e WHERE e.extname = 'dblink'
+$function$;
+
+CREATE OR REPLACE FUNCTION memgov.standby_logger_ready()
+ RETURNS boolean
+ LANGUAGE sql
+ STABLE
+AS $function$
+    SELECT EXISTS (SELECT FROM pg_catalog.pg_extension e WHERE e.extname = 'dblink')
+       AND EXISTS (SELECT FROM pg_catalog.pg_foreign_server s WHERE s.srvname = 'memgov_primary')
+$function$;
+
+CREATE OR REPLACE FUNCTION memgov.log_read_on_primary(p_operation text, p_item memgov.long_term_memory_items, p_actor text, p_decision memgov.decision, p_payload jsonb, p_file boolean, p_fingerprint text, p_returned integer, p_withheld integer)
+ RETURNS memgov.write_outcome
+ LANGUAGE plpgsql
+AS $function$
+DECLARE
+    v_dblink   text := memgov.dblink_schema();
+    v_read     jsonb;
+    v_call     text;
+    v_answer   jsonb;
+    v_cached   boolean;
+    v_error    text;
+    v_outcome  memgov.write_outcome;
+BEGIN
+    v_read := jsonb_build_object(
+        'operation', p_operation, 'org_id', p_item.org_id, 'memory_id', p_item.memory_id,
+        'actor', p_actor, 'login', session_user::text, 'decision', to_jsonb(p_decision),
+        'payload', p_payload, 'file', p_file, 'fingerprint', p_fingerprint,
+        'returned', p_returned, 'withheld', p_withheld,
+        'nonce', gen_random_uuid(), 'sent_at', clock_timestamp());
+    v_call := format('SELECT memgov.log_standby_read(%L::jsonb)',
+                     jsonb_build_object('read', v_read, 'seal', memgov.standby_read_seal(v_read)));
+    LOOP
+        BEGIN
+            EXECUTE format('SELECT coalesce(%L = ANY (%I.dblink_get_connections()), false)', 'memgov_primary', v_dblink)
+                INTO v_cached;
+            IF NOT v_cached THEN
+                EXECUTE format('SELECT %I.dblink_connect(%L, %L)', v_dblink, 'memgov_primary', 'memgov_primary');
+            END IF;
+            EXECUTE format('SELECT t.r FROM %I.dblink(%L, %L) AS t(r jsonb)', v_dblink, 'memgov_primary', v_call)
+                INTO v_answer;
+            EXIT;
+        EXCEPTION WHEN connection_exception THEN
+            GET STACKED DIAGNOSTICS v_error = MESSAGE_TEXT;
+            BEGIN
+                EXECUTE format('SELECT %I.dblink_disconnect(%L)', v_dblink, 'memgov_primary');
+            EXCEPTION WHEN OTHERS THEN
+                NULL;  -- not open
+            END;
+            IF NOT v_cached THEN
+                RAISE EXCEPTION 'memgov: % on a standby is logged on the primary, which cannot be reached: %',
+                                p_operation, pg_catalog.rtrim(v_error, E'\n')
+                    USING ERRCODE = 'MG503',
+                          DETAIL = 'nothing was returned: a governed read is never returned unlogged',
+                          HINT = 'start the primary or repair the connection to it (the foreign server memgov_primary; '
+                                 'after a failover run memgov standby-logger setup on the new primary), or send the '
+                                 'read to the primary (docs/operations.md, "Reads on a standby")';
+            END IF;
+            -- a connection the primary dropped since this session's last read: once more, anew
+        END;
+    END LOOP;
+    v_outcome.decision_id := (v_answer ->> 'decision_id')::bigint;
+    v_outcome.request_id := (v_answer ->> 'request_id')::uuid;
+    v_outcome.quarantine_id := (v_answer ->> 'quarantine_id')::uuid;
+    RETURN v_outcome;
+END
+$function$;
+
+CREATE OR REPLACE FUNCTION memgov.log_standby_read(p_request jsonb)
+ RETURNS jsonb
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+DECLARE
+    v_read       jsonb := p_request -> 'read';
+    v_operation  text := v_read ->> 'operation';
+    v_org_id     text := v_read ->> 'org_id';
+    v_login      text := v_read ->> 'login';
+    v_actor      text := v_read ->> 'actor';
+    v_sent_at    timestamptz;
+    v_decision   memgov.decision;
+    v_item       memgov.long_term_memory_items;
+    v_outcome    memgov.write_outcome;
+BEGIN
+    IF jsonb_typeof(v_read) IS DISTINCT FROM 'object'
+       OR (p_request ->> 'seal') IS DISTINCT FROM memgov.standby_read_seal(v_read) THEN
+        RAISE EXCEPTION 'memgov: not a read of a standby of this database: its seal does not match'
+            USING ERRCODE = '42501',
+                  HINT = 'only memgov.search and memgov.get on a standby send reads to log';
+    END IF;
+    -- sealed: memgov made it, on this database or a physical copy of it. Fresh and new:
+    v_sent_at := (v_read ->> 'sent_at')::timestamptz;
+    IF v_sent_at NOT BETWEEN clock_timestamp() - interval '5 minutes' AND clock_timestamp() + interval '5 minutes' THEN
+        RAISE EXCEPTION 'memgov: a standby''s read sent at % is not logged: it is more than five minutes away', v_sent_at
+            USING ERRCODE = '42501',
+                  HINT = 'a read is logged within five minutes of being sent: check the clocks of primary and standby';
+    END IF;
+    DELETE FROM memgov.standby_reads r WHERE r.received_at < clock_timestamp() - interval '10 minutes';
+    INSERT INTO memgov.standby_reads (nonce) VALUES ((v_read ->> 'nonce')::uuid) ON CONFLICT DO NOTHING;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'memgov: this standby read (nonce %) is logged already', v_read ->> 'nonce'
+            USING ERRCODE = '42501', HINT = 'each read is logged once';
+    END IF;
+    -- what a standby of a copy of this database could claim: a login and role of this cluster
+    IF v_operation IS DISTINCT FROM 'search' AND v_operation IS DISTINCT FROM 'get'
+       OR NOT EXISTS (SELECT FROM pg_catalog.pg_roles r WHERE r.rolname = v_login AND r.rolcanlogin)
+       OR to_regrole(quote_ident(v_actor)) IS NULL
+       OR NOT pg_catalog.pg_has_role(v_login, v_actor, 'MEMBER')
+       OR NOT (pg_catalog.pg_has_role(v_actor, 'memgov_writer', 'MEMBER')
+               OR pg_catalog.pg_has_role(v_actor, 'memgov_reviewer', 'MEMBER')
+               OR pg_catalog.pg_has_role(v_actor, 'memgov_admin', 'MEMBER')) THEN
+        RAISE EXCEPTION 'memgov: a standby''s % as % (login %) is not a read that role may make here',
+                        v_operation, v_actor, v_login
+            USING ERRCODE = '42501', HINT = 'the login must exist on the primary and be a member of the role';
+    END IF;
+    PERFORM memgov.check_tenant_id(v_org_id);
+    IF memgov.binding_on() AND NOT pg_catalog.pg_has_role(v_actor, 'memgov_admin', 'MEMBER')
+       AND NOT EXISTS (SELECT FROM memgov.tenant_grants g
+                        WHERE g.org_id = v_org_id
+                          AND coalesce(pg_catalog.pg_has_role(v_login, to_regrole(quote_ident(g.role_name)), 'MEMBER'),
+                                       false)) THEN
+        RAISE EXCEPTION 'memgov: login % is not bound to tenant %', v_login, v_org_id
+            USING ERRCODE = '42501',
+                  HINT = 'an administrator binds logins to tenants: memgov tenant grant ROLE ORG';
+    END IF;
+    v_decision := jsonb_populate_record(NULL::memgov.decision, v_read -> 'decision');
+    v_item := memgov.item_from_json(jsonb_build_object('org_id', v_org_id, 'memory_id', v_read -> 'memory_id'));
+    v_outcome := memgov.govern(v_operation, v_item, v_actor, v_decision, NULL::memgov.shadow_verdict,
+                               p_payload => v_read -> 'payload',
+                               p_file => coalesce((v_read ->> 'file')::boolean, true),
+                               p_raise => false,
+                               p_fingerprint => v_read ->> 'fingerprint',
+                               p_returned => (v_read ->> 'returned')::integer,
+                               p_withheld => (v_read ->> 'withheld')::integer,
+                               p_login => v_login);
+    RETURN jsonb_build_object('decision_id', v_outcome.decision_id, 'request_id', v_outcome.request_id,
+                              'quarantine_id', v_outcome.quarantine_id);
+END
+$function$;
+GRANT EXECUTE ON FUNCTION memgov.log_standby_read(jsonb) TO memgov_standby_logger;
+
+CREATE OR REPLACE FUNCTION memgov.setup_standby_logger(p_host text, p_port integer, p_dbname text, p_login text, p_password text)
+ RETURNS jsonb
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+DECLARE
+    v_dblink  text := memgov.dblink_schema();
+    v_other   text;
+BEGIN
+    IF NOT coalesce((SELECT r.rolsuper FROM pg_catalog.pg_roles r WHERE r.rolname = current_user), false) THEN
+        RAISE EXCEPTION 'memgov: the standby logger is set up by a superuser'
+            USING ERRCODE = '42501';
+    END IF;
+    IF pg_catalog.pg_is_in_recovery() THEN
+        RAISE EXCEPTION 'memgov: the standby logger is set up on the primary: this server is a standby'
+            USING ERRCODE = '25006', HINT = 'run it on the primary; it replicates to every standby';
+    END IF;
+    IF coalesce(p_password, '') = '' OR p_host IS NULL OR p_dbname IS NULL OR p_login IS NULL THEN
+        RAISE EXCEPTION 'memgov: the standby logger needs the primary''s host and database, a login and a password'
+            USING ERRCODE = '22023';
+    END IF;
+    IF v_dblink IS NULL THEN
+        CREATE SCHEMA memgov_dblink;
+        REVOKE ALL ON SCHEMA memgov_dblink FROM PUBLIC;
+        CREATE EXTENSION dblink SCHEMA memgov_dblink;
+        REVOKE EXECUTE ON ALL FUNCTIONS IN SCHEMA memgov_dblink FROM PUBLIC;
+        v_dblink := 'memgov_dblink';
+    ELSIF EXISTS (SELECT FROM pg_catalog.pg_proc p
+                   WHERE p.pronamespace = v_dblink::regnamespace
+                     AND (p.proacl IS NULL
+                          OR EXISTS (SELECT FROM pg_catalog.aclexplode(p.proacl) a WHERE a.grantee = 0))) THEN
+        -- a client that may call dblink could use the connection memgov keeps open in its session
+        RAISE EXCEPTION 'memgov: dblink is installed in schema % and every role may call it', v_dblink
+            USING ERRCODE = '42501',
+                  HINT = pg_catalog.format('REVOKE EXECUTE ON ALL FUNCTIONS IN SCHEMA %I FROM PUBLIC (and grant it to '
+                                           'the roles that need it), then run this again', v_dblink);
+    END IF;
+    EXECUTE format('GRANT USAGE ON SCHEMA %I TO memgov_owner', v_dblink);
+    EXECUTE format('GRANT EXECUTE ON ALL FUNCTIONS IN SCHEMA %I TO memgov_owner', v_dblink);
+
+    -- the login: memgov_standby_logger's alone
+    IF EXISTS (SELECT FROM pg_catalog.pg_roles r WHERE r.rolname = p_login) THEN
+        SELECT string_agg(g.rolname, ', ') INTO v_other
+          FROM pg_catalog.pg_auth_members m JOIN pg_catalog.pg_roles g ON g.oid = m.roleid
+         WHERE m.member = to_regrole(quote_ident(p_login)) AND g.rolname <> 'memgov_standby_logger';
+        IF v_other IS NOT NULL OR (SELECT r.rolsuper OR r.rolcreaterole OR r.rolcreatedb OR r.rolbypassrls
+                                     FROM pg_catalog.pg_roles r WHERE r.rolname = p_login) THEN
+            RAISE EXCEPTION 'memgov: % may do more than log standby reads (%)', p_login,
+                            coalesce('a member of ' || v_other, 'attributes')
+                USING ERRCODE = '42501', HINT = 'give the standby logger a login of its own';
+        END IF;
+        EXECUTE format('ALTER ROLE %I LOGIN PASSWORD %L', p_login, p_password);
+    ELSE
+        EXECUTE format('CREATE ROLE %I LOGIN PASSWORD %L', p_login, p_password);
+    END IF;
+    EXECUTE format('GRANT memgov_standby_logger TO %I', p_login);
+
+    -- the server and memgov_owner's way in (a new setup replaces the old one)
+    DROP SERVER IF EXISTS memgov_primary CASCADE;
+    EXECUTE format('CREATE SERVER memgov_primary FOREIGN DATA WRAPPER dblink_fdw OPTIONS (host %L, port %L, dbname %L)',
+                   p_host, coalesce(p_port, 5432)::text, p_dbname);
+    GRANT USAGE ON FOREIGN SERVER memgov_primary TO memgov_owner;
+    EXECUTE format('CREATE USER MAPPING FOR memgov_owner SERVER memgov_primary OPTIONS (user %L, password %L)',
+                   p_login, p_password);
+    RETURN jsonb_build_object('server', 'memgov_primary', 'host', p_host, 'port', coalesce(p_port, 5432),
+                              'dbname', p_dbname, 'login', p_login, 'dblink_schema', v_dblink);
+END
+$function$;
+
+CREATE OR REPLACE FUNCTION memgov.remove_standby_logger()
+ RETURNS boolean
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+DECLARE
+    v_found  boolean := EXISTS (SELECT FROM pg_catalog.pg_foreign_server s WHERE s.srvname = 'memgov_primary');
+BEGIN
+    DROP SERVER IF EXISTS memgov_primary CASCADE;
+    RETURN v_found;
+END
+$function$;
+
+CREATE OR REPLACE FUNCTION memgov.standby_logger_status()
+ RETURNS jsonb
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+DECLARE
+    v_dblink  text := memgov.dblink_schema();
+    v_server  pg_catalog.pg_foreign_server;
+    v_status  jsonb;
+    v_may     boolean;
+BEGIN
+    SELECT * INTO v_server FROM pg_catalog.pg_foreign_server s WHERE s.srvname = 'memgov_primary';
+    v_status := jsonb_build_object(
+        'standby', pg_catalog.pg_is_in_recovery(),
+        'configured', v_server.oid IS NOT NULL,
+        'options', (SELECT jsonb_object_agg(o.option_name, o.option_value)
+                      FROM pg_catalog.pg_options_to_table(v_server.srvoptions) AS o),
+        'dblink_schema', v_dblink,
+        'public_dblink', v_dblink IS NOT NULL AND EXISTS (
+            SELECT FROM pg_catalog.pg_proc p
+             WHERE p.pronamespace = v_dblink::regnamespace
+               AND (p.proacl IS NULL OR EXISTS (SELECT FROM pg_catalog.aclexplode(p.proacl) a WHERE a.grantee = 0))),
+        'user_mapping', EXISTS (SELECT FROM pg_catalog.pg_user_mappings u
+                                 WHERE u.srvname = 'memgov_primary' AND u.usename = 'memgov_owner'));
+    IF v_server.oid IS NULL OR v_dblink IS NULL THEN
+        RETURN v_status;
+    END IF;
+    BEGIN
+        EXECUTE format('SELECT t.may FROM %I.dblink(%L, %L) AS t(may boolean)', v_dblink, 'memgov_primary',
+                       'SELECT pg_catalog.has_function_privilege(''memgov.log_standby_read(jsonb)'', ''EXECUTE'')')
+            INTO v_may;
+        RETURN v_status || jsonb_build_object('reachable', true, 'may_log', v_may);
+    EXCEPTION WHEN OTHERS THEN
+        RETURN v_status || jsonb_build_object('reachable', false, 'error', pg_catalog.rtrim(SQLERRM, E'\n'));
+    END;
+END
+$function$;
+GRANT EXECUTE ON FUNCTION memgov.standby_logger_status() TO memgov_admin;
 
 GRANT EXECUTE ON FUNCTION memgov.approval_expired(memgov.approval_requests) TO memgov_admin;
 
@@ -3081,6 +3379,23 @@ CREATE UNIQUE INDEX long_term_memory_items_store_key_idx
 GRANT INSERT (namespace, item_key) ON memgov.long_term_memory_items TO memgov_writer, memgov_admin;
 RESET ROLE;
 
+-- standby reads (issue 30): reads on a hot standby are logged on the primary
+-- (sql/065_standby_reads.sql): the nonces of the reads logged in the last minutes, and the
+-- standby logger's role may use the schema (for memgov.log_standby_read alone).
+SET ROLE memgov_owner;
+CREATE TABLE memgov.standby_reads (
+    nonce        uuid        PRIMARY KEY,
+    received_at  timestamptz NOT NULL DEFAULT pg_catalog.clock_timestamp()
+);
+COMMENT ON TABLE memgov.standby_reads IS
+    'Reads logged for a standby in the last ten minutes, by nonce: each is logged once (memgov.log_standby_read)';
+CREATE INDEX standby_reads_received_at_idx ON memgov.standby_reads (received_at);
+-- (pg_monitor's grant again after it: the schema's ACL lists them in sql/'s order)
+REVOKE USAGE ON SCHEMA memgov FROM pg_monitor;
+GRANT USAGE ON SCHEMA memgov TO memgov_standby_logger;
+GRANT USAGE ON SCHEMA memgov TO pg_monitor;
+RESET ROLE;
+
 -- the schema says which revision it is at (0001_initial said none)
 COMMENT ON SCHEMA memgov IS 'memgov-pg: governed long-term memory of AI agents (schema revision 0002_second_release)';
 
@@ -3143,6 +3458,12 @@ DROP VIEW memgov.monitor_decisions, memgov.monitor_approvals, memgov.monitor_qua
           memgov.monitor_seal, memgov.monitor_shadows, memgov.monitor_policies;
 REVOKE EXECUTE ON FUNCTION memgov.setting_defaults() FROM pg_monitor;
 REVOKE USAGE ON SCHEMA memgov FROM pg_monitor;
+RESET ROLE;
+
+-- standby reads (issue 30); memgov_standby_logger is kept, as memgov_settings_reader is
+SET ROLE memgov_owner;
+REVOKE USAGE ON SCHEMA memgov FROM memgov_standby_logger;
+DROP TABLE memgov.standby_reads;
 RESET ROLE;
 
 -- langgraph store (issue 29)
@@ -5013,6 +5334,22 @@ RESET ROLE;
 DROP FUNCTION memgov.cron_settings();
 SET ROLE memgov_owner;
 
+DROP FUNCTION memgov.standby_logger_status();
+
+DROP FUNCTION memgov.remove_standby_logger();
+
+DROP FUNCTION memgov.setup_standby_logger(text,integer,text,text,text);
+
+DROP FUNCTION memgov.log_standby_read(jsonb);
+
+DROP FUNCTION memgov.log_read_on_primary(text,memgov.long_term_memory_items,text,memgov.decision,jsonb,boolean,text,integer,integer);
+
+DROP FUNCTION memgov.standby_logger_ready();
+
+DROP FUNCTION memgov.dblink_schema();
+
+DROP FUNCTION memgov.standby_read_seal(jsonb);
+
 DROP FUNCTION memgov.row_token(memgov.long_term_memory_items,bigint);
 
 DROP FUNCTION memgov.refuse_read_only(text);
@@ -5035,11 +5372,11 @@ DROP FUNCTION memgov.first_shared(text,text,text,text,text,memgov.decision);
 
 DROP FUNCTION memgov.seal_batch(text);
 
-DROP FUNCTION memgov.govern(text,memgov.long_term_memory_items,text,memgov.decision,memgov.shadow_verdict,jsonb,boolean,boolean,text,integer,integer,boolean);
+DROP FUNCTION memgov.govern(text,memgov.long_term_memory_items,text,memgov.decision,memgov.shadow_verdict,jsonb,boolean,boolean,text,integer,integer,boolean,text);
+
+DROP FUNCTION memgov.log_decision(text,uuid,text,text,memgov.decision,text,integer,integer,text);
 
 DROP FUNCTION memgov.drop_samples(text,uuid[]);
-
-DROP FUNCTION memgov.log_decision(text,uuid,text,text,memgov.decision,text,integer,integer);
 
 DROP FUNCTION memgov.policy_drift();
 

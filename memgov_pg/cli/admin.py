@@ -8,7 +8,7 @@ from typing import Any
 import click
 
 from ..errors import ExitCode
-from .base import ADMIN, check_tenant, cli, dsn_option, emit, json_option, needs_role, to_json
+from .base import ADMIN, SUPERUSER, check_tenant, cli, dsn_option, emit, json_option, needs_role, to_json
 from .dsn import resolve_dsn
 
 
@@ -92,16 +92,23 @@ def tenant_list(role: str | None, dsn: str | None, as_json: bool) -> None:
     show_default=True,
     help="Exit 1 on warnings and errors, or on errors only. Notes (info) never fail.",
 )
+@click.option(
+    "--exporter-role",
+    envvar="MEMGOV_EXPORTER_ROLE",
+    metavar="ROLE",
+    help="The login postgres_exporter uses, checked for pg_monitor. Default: the one login whose name says "
+    "exporter or prometheus; none or several: not checked (a note).",
+)
 @dsn_option
 @json_option
-def doctor(fail_on: str, dsn: str | None, as_json: bool) -> None:
+def doctor(fail_on: str, exporter_role: str | None, dsn: str | None, as_json: bool) -> None:
     """Check the database's roles and grants for ways around memgov; exit 1 on a finding.
 
     One finding per line: severity, check, what is wrong, and the fix. Run it as a superuser.
     """
     from ..doctor import diagnose
 
-    report = diagnose(resolve_dsn(dsn))
+    report = diagnose(resolve_dsn(dsn), exporter_role)
     if as_json:
         click.echo(to_json(report.to_json(fail_on)))
     else:
@@ -140,3 +147,49 @@ def verify_log(anchor: Any, dsn: str | None, as_json: bool) -> None:
     emit(report, as_json, lambda r: click.echo("\n".join(report_lines(r))))
     if not report["ok"] or report.get("counter_behind"):
         sys.exit(ExitCode.FAILED)
+
+
+@cli.group(name="standby-logger")
+def standby_logger() -> None:
+    """Governed reads on hot standbys, their decisions logged on the primary (run on the primary)."""
+
+
+@standby_logger.command(name="setup")
+@needs_role(SUPERUSER)
+@click.option(
+    "--primary-dsn",
+    required=True,
+    metavar="DSN",
+    help="The primary as the standbys reach it: host, port and dbname (no user or password).",
+)
+@click.option("--login", default="memgov_standby_log", show_default=True, help="The login the standbys log reads as.")
+@dsn_option
+@json_option
+def standby_logger_setup(primary_dsn: str, login: str, dsn: str | None, as_json: bool) -> None:
+    """Let standbys serve memgov.search and memgov.get: each read's decision is logged on the primary.
+
+    Creates (or moves) the foreign server memgov_primary, the login (a new random password) and
+    memgov_owner's user mapping; they replicate to every standby. The primary's pg_hba.conf must
+    ask that login for a password (scram-sha-256) from the standbys' addresses.
+    """
+    from ..standby_logger import setup
+
+    result = setup(resolve_dsn(dsn), primary_dsn, login)
+    emit(result, as_json, lambda r: click.echo(
+        f"standby logger set up: standbys log their reads on {r['host']}:{r['port']}/{r['dbname']} as {r['login']}\n"
+        f"pg_hba.conf of the primary needs: host {r['dbname']} {r['login']} STANDBY_ADDRESS/32 scram-sha-256"
+    ))  # fmt: skip
+
+
+@standby_logger.command(name="remove")
+@needs_role(SUPERUSER)
+@dsn_option
+@json_option
+def standby_logger_remove(dsn: str | None, as_json: bool) -> None:
+    """Remove the foreign server memgov_primary: standbys refuse governed reads again (the login stays)."""
+    from ..standby_logger import remove
+
+    removed = remove(resolve_dsn(dsn))
+    emit({"removed": removed}, as_json, lambda r: click.echo(
+        "standby logger removed" if r["removed"] else "no standby logger was set up"
+    ))  # fmt: skip

@@ -97,6 +97,7 @@ def test_a_fresh_database_lacks_only_the_sweep(dsn, memgov_server):
     assert [(f["check"], f["severity"]) for f in report["findings"]] == [
         ("pg-cron", "warning"),
         ("tenant-binding", "info"),
+        ("exporter-role", "info"),
     ], report["findings"]
     assert report["errors"] == 0 and report["warnings"] == 1 and report["ok"] is False
     if memgov_server.has_pg_cron:
@@ -122,7 +123,7 @@ def test_a_scheduled_database_is_clean(dsn, baseline, requires_pg_cron):
     result = run_memgov("doctor", "--dsn", dsn)
     assert result.returncode == 0, result.stdout
     lines = result.stdout.strip().splitlines()
-    assert lines[-1].endswith("is clean (1 note)"), lines
+    assert lines[-1].endswith("is clean (2 notes)"), lines
     assert lines[0].startswith("info: [tenant-binding] tenant binding is not in use")
 
 
@@ -543,3 +544,71 @@ def test_the_public_api_names_exist(admin):
     admin.execute("RESET search_path")
     assert set(REVIEWER_API) - existing == set(), sorted(existing)
     assert set(WRITER_API) <= set(REVIEWER_API)
+
+
+EXPORTER = "doctor_exporter"  # a login named like postgres_exporter's
+EXPORTER2 = "doctor_prometheus"
+
+
+def exporter_findings(report: dict[str, Any]) -> list[tuple[str, str, str]]:
+    return [(f["severity"], f["subject"], f["fix"]) for f in report["findings"] if f["check"] == "exporter-role"]
+
+
+@pytest.mark.slow
+def test_the_exporter_role_without_pg_monitor_is_a_warning(dsn, admin, baseline):
+    """Named (--exporter-role, MEMGOV_EXPORTER_ROLE) or, when exactly one login looks like an
+    exporter's, guessed: not in pg_monitor is a warning; none or several: a note, nothing checked."""
+    [(severity, _, fix)] = exporter_findings(doctor(dsn)[1])
+    assert severity == "info" and "--exporter-role" in fix  # nobody looks like an exporter here
+    # named: the DBA login is not in pg_monitor
+    grant = f"GRANT pg_monitor TO {DBA}"
+    code, report = doctor(dsn, "--exporter-role", DBA)
+    assert code == 1 and exporter_findings(report) == [("warning", DBA, grant)]
+    result = run_memgov("doctor", "--dsn", dsn, "--json", env={"MEMGOV_EXPORTER_ROLE": DBA})
+    assert exporter_findings(json.loads(result.stdout)) == [("warning", DBA, grant)]
+    code, report = doctor(dsn, "--exporter-role", "doctor_no_such_role")
+    assert exporter_findings(report)[0][:2] == ("warning", "doctor_no_such_role")
+    try:
+        # guessed: the one login whose name says exporter
+        admin.execute(sql.SQL("CREATE ROLE {} LOGIN").format(sql.Identifier(EXPORTER)))
+        code, report = doctor(dsn)
+        assert code == 1 and exporter_findings(report) == [("warning", EXPORTER, f"GRANT pg_monitor TO {EXPORTER}")]
+        admin.execute(sql.SQL("GRANT pg_monitor TO {}").format(sql.Identifier(EXPORTER)))
+        assert exporter_findings(doctor(dsn)[1]) == []
+        # two of them: which one is the exporter's is not guessed
+        admin.execute(sql.SQL("CREATE ROLE {} LOGIN").format(sql.Identifier(EXPORTER2)))
+        [(severity, _, fix)] = exporter_findings(doctor(dsn)[1])
+        assert severity == "info" and "--exporter-role" in fix
+        assert exporter_findings(doctor(dsn, "--exporter-role", EXPORTER)[1]) == []
+    finally:
+        for role in (EXPORTER, EXPORTER2):
+            admin.execute(sql.SQL("DROP ROLE IF EXISTS {}").format(sql.Identifier(role)))
+    assert keys(doctor(dsn)[1]) == baseline
+
+
+@pytest.mark.slow
+def test_a_standby_logger_the_primary_does_not_answer_is_reported(dsn, admin, baseline):
+    """Set up towards a port where nothing listens: from the primary itself a note (its standbys
+    may reach it another way); removed, the database is as before. (On a standby: an error, and
+    a standby's pg_cron jobs: tests/db/test_standby_reads.py, which builds one.)"""
+    login = "doctor_standby_log"
+    try:
+        done = run_memgov(
+            "standby-logger", "setup", "--primary-dsn", "host=127.0.0.1 port=1 dbname=nowhere", "--login", login,
+            "--dsn", dsn,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        _, report = doctor(dsn)
+        [finding] = [f for f in report["findings"] if f["check"] == "standby-logger"]
+        assert finding["severity"] == "info" and "127.0.0.1:1/nowhere does not answer" in finding["message"]
+        # dblink callable by everyone would hand clients memgov's connection: a warning
+        admin.execute("GRANT EXECUTE ON ALL FUNCTIONS IN SCHEMA memgov_dblink TO PUBLIC")
+        found = {(f["severity"], f["fix"]) for f in doctor(dsn)[1]["findings"] if f["check"] == "standby-logger"}
+        assert ("warning", "REVOKE EXECUTE ON ALL FUNCTIONS IN SCHEMA memgov_dblink FROM PUBLIC") in found
+    finally:
+        removed = run_memgov("standby-logger", "remove", "--dsn", dsn)
+        assert removed.returncode == 0, removed.stderr
+        admin.execute("DROP EXTENSION IF EXISTS dblink")
+        admin.execute("DROP SCHEMA IF EXISTS memgov_dblink")
+        admin.execute(sql.SQL("DROP ROLE IF EXISTS {}").format(sql.Identifier(login)))
+    assert keys(doctor(dsn)[1]) == baseline

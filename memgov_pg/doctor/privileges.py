@@ -1,17 +1,5 @@
-"""`memgov doctor`: what in a database's configuration lets a client get around memgov.
-
-It changes nothing: it reads the catalogs (and ``memgov.tenant_grants``), compares
-the policy code with its record (``memgov.policy_drift()``, which creates a recorded
-definition only inside a subtransaction it undoes), and reports one finding per
-line, each with a severity and the statement or command that fixes it. Run it
-as a superuser (or a role that may read ``memgov.tenant_grants`` and pg_cron's
-``cron.job``).
-
-Severities: ``error`` (a client can get around the policy, a tenant or the
-log), ``warning`` (memgov's guarantees lean on something missing: a scheduled
-sweep, a search_path that is pinned but not tight, objects clients may create),
-``info`` (a note: nothing to fix). ``memgov doctor`` exits 1 on any error or
-warning (``--fail-on error``: on errors only) and never on info.
+"""`memgov doctor`'s checks of roles and privileges: who may switch the triggers off, own memgov's
+objects, run changed policy code, reach memgov's private functions or write its tables.
 
 The clients are PUBLIC, memgov_writer, memgov_reviewer and the login roles in
 them that are neither superusers nor members of memgov_admin / memgov_owner.
@@ -24,22 +12,13 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import asdict, dataclass
 from typing import Any, Final
 
 import psycopg
-from psycopg import sql
 
-from .api import CLIENT_FUNCTIONS, WRITER, signatures
-from .db import connect
-from .errors import MemgovError
-from .probes import counter_behind, counter_problem, counter_remedy, policy_drift
-from .resources import query
-
-ERROR: Final = "error"
-WARNING: Final = "warning"
-INFO: Final = "info"
-SEVERITIES: Final = (ERROR, WARNING, INFO)
+from ..api import CLIENT_FUNCTIONS, WRITER, signatures
+from ..probes import policy_drift
+from .findings import ERROR, INFO, WARNING, Finding, fetch_rows, role_list
 
 #: What every role may call: the detectors, pure functions of their arguments (the
 #: compiled policies, which run as memgov_policy, call them).
@@ -77,110 +56,17 @@ ENGINE_OWNERS: Final = ("memgov_owner", "memgov_policy", "memgov_settings_reader
 SETTINGS_READER: Final = "memgov_settings_reader"
 SETTINGS_FUNCTION: Final = "memgov.cron_settings()"
 GOVERNED_TABLE: Final = "memgov.long_term_memory_items"
-MONITORING_UNREADABLE_FIX: Final = (
-    "fix what the error names (another finding may say it), or create the view again as sql/090_monitoring.sql does"
-)
-#: what DBAs monitor memgov with (sql/090_monitoring.sql, docs/monitoring.md), and who reads it
-MONITORING_VIEWS: Final = (
-    "monitor_decisions",
-    "monitor_approvals",
-    "monitor_quarantine",
-    "monitor_sweep",
-    "monitor_seal",
-    "monitor_shadows",
-    "monitor_policies",
-)
 SAFE_SEARCH_PATH: Final = "pg_catalog, pg_temp"
 _TRUSTED_PATH_SCHEMAS: Final = frozenset({"pg_catalog", "memgov"})
 _TABLE_WRITES: Final = ("INSERT", "UPDATE", "DELETE", "TRUNCATE", "TRIGGER", "REFERENCES")
-_SHOWN_ROLES: Final = 5
-
-
-@dataclass(frozen=True)
-class Finding:
-    """One thing to fix (or, for info, to know)."""
-
-    check: str  # a stable id: replication-role, owner, private-execute, ...
-    severity: str  # error, warning, info
-    subject: str  # the role or object it is about
-    message: str  # what is wrong, one line
-    fix: str  # what to do next
-
-    def __str__(self) -> str:
-        return _one_line(f"{self.severity}: [{self.check}] {self.message}; fix: {self.fix}")
-
-
-@dataclass(frozen=True)
-class Report:
-    """What ``memgov doctor`` found in one database (as ``user``): every finding, in order."""
-
-    database: str
-    user: str
-    findings: tuple[Finding, ...]
-
-    def count(self, severity: str) -> int:
-        """How many findings have ``severity`` (``error``, ``warning`` or ``info``)."""
-        return sum(1 for f in self.findings if f.severity == severity)
-
-    def failed(self, fail_on: str = WARNING) -> bool:
-        """Whether the exit status is 1: any error, or (default) any error or warning."""
-        failing = {ERROR} if fail_on == ERROR else {ERROR, WARNING}
-        return any(f.severity in failing for f in self.findings)
-
-    def summary(self) -> str:
-        """The closing line of ``memgov doctor``: clean, or how many errors, warnings and notes."""
-        counts = {s: self.count(s) for s in SEVERITIES}
-        if not counts[ERROR] and not counts[WARNING]:
-            notes = f" ({_plural(counts[INFO], 'note')})" if counts[INFO] else ""
-            return f"memgov doctor: database {self.database} is clean{notes}"
-        parts = [_plural(counts[ERROR], "error"), _plural(counts[WARNING], "warning")]
-        if counts[INFO]:
-            parts.append(_plural(counts[INFO], "note"))
-        return f"memgov doctor: database {self.database}: {', '.join(parts)}"
-
-    def to_json(self, fail_on: str = WARNING) -> dict[str, Any]:
-        """The report as ``memgov doctor --json`` prints it; ``ok`` is the opposite of :meth:`failed`."""
-        return {
-            "database": self.database,
-            "user": self.user,
-            "ok": not self.failed(fail_on),
-            "errors": self.count(ERROR),
-            "warnings": self.count(WARNING),
-            "notes": self.count(INFO),
-            "findings": [asdict(f) for f in self.findings],
-        }
-
-
-def _plural(n: int, word: str) -> str:
-    return f"{n} {word}{'' if n == 1 else 's'}"
-
-
-def _one_line(text: str) -> str:
-    """Role and object names may hold anything; a finding stays one printable line."""
-    return "".join(ch if ch.isprintable() else repr(ch)[1:-1] for ch in text)
-
-
-def _roles(names: Iterable[str]) -> str:
-    names = list(names)
-    shown = ", ".join(names[:_SHOWN_ROLES])
-    return shown + (f" and {len(names) - _SHOWN_ROLES} more" if len(names) > _SHOWN_ROLES else "")
-
-
-def _rows(conn: psycopg.Connection[Any], name: str, params: dict[str, Any] | None = None) -> list[dict[str, Any]]:
-    cur = conn.execute(query(name), params)
-    columns = [c.name for c in cur.description or ()]
-    return [dict(zip(columns, row, strict=True)) for row in cur.fetchall()]
-
-
-# -- the checks --------------------------------------------------------------------------
 
 
 def check_replication_role(conn: psycopg.Connection[Any]) -> Iterator[Finding]:
     """session_replication_role = replica switches every trigger off: the write path skips the policy."""
-    for row in _rows(conn, "doctor_replication_role"):
+    for row in fetch_rows(conn, "doctor_replication_role"):
         grantee, privilege = row["grantee"], row["privilege"]
         how = "SET" if privilege == "SET" else "ALTER SYSTEM SET"
-        logins = f" (logins: {_roles(row['logins'])})" if row["logins"] and row["logins"] != [grantee] else ""
+        logins = f" (logins: {role_list(row['logins'])})" if row["logins"] and row["logins"] != [grantee] else ""
         yield Finding(
             "replication-role",
             ERROR,
@@ -193,7 +79,7 @@ def check_replication_role(conn: psycopg.Connection[Any]) -> Iterator[Finding]:
 
 def check_owners(conn: psycopg.Connection[Any]) -> Iterator[Finding]:
     """memgov objects belong to memgov_owner (compiled policies to memgov_policy), never to a login."""
-    engine_roles = {r["role"]: r for r in _rows(conn, "doctor_engine_roles")}
+    engine_roles = {r["role"]: r for r in fetch_rows(conn, "doctor_engine_roles")}
     for name in ENGINE_OWNERS:
         role = engine_roles.get(name)
         if role is not None and role["can_login"]:
@@ -204,7 +90,7 @@ def check_owners(conn: psycopg.Connection[Any]) -> Iterator[Finding]:
                 f"role {name} can log in: whoever logs in as it owns memgov and can rewrite the engine",
                 f"ALTER ROLE {name} NOLOGIN",
             )
-    for row in _rows(conn, "doctor_owners"):
+    for row in fetch_rows(conn, "doctor_owners"):
         owner = row["owner"]
         if owner == SETTINGS_READER and row["object"] != SETTINGS_FUNCTION:
             kind, obj = row["kind"], row["object"]
@@ -306,9 +192,9 @@ def check_policy_drift(conn: psycopg.Connection[Any]) -> Iterator[Finding]:
 def check_owner_members(conn: psycopg.Connection[Any]) -> Iterator[Finding]:
     """A login in memgov_owner or memgov_policy acts as the engine itself; one in
     memgov_settings_reader reads every setting."""
-    for row in _rows(conn, "doctor_owner_members"):
+    for row in fetch_rows(conn, "doctor_owner_members"):
         login, role, via = row["login"], row["engine_role"], row["via"] or [row["login"]]
-        through = "" if via == [login] else f" through {_roles(via)}"
+        through = "" if via == [login] else f" through {role_list(via)}"
         yield Finding(
             "owner-member",
             ERROR,
@@ -346,7 +232,7 @@ def check_client_attributes(clients: Sequence[dict[str, Any]]) -> Iterator[Findi
 
 def check_search_path(conn: psycopg.Connection[Any]) -> Iterator[Finding]:
     """A SECURITY DEFINER function resolves names through a search_path its caller must not choose."""
-    for row in _rows(conn, "doctor_definer_search_path"):
+    for row in fetch_rows(conn, "doctor_definer_search_path"):
         function, kind, path = row["function"], row["kind"], row["search_path"]
         fix = f"ALTER {kind.upper()} {function} SET search_path = {SAFE_SEARCH_PATH}"
         if path is None:
@@ -378,7 +264,7 @@ def check_search_path(conn: psycopg.Connection[Any]) -> Iterator[Finding]:
 
 def check_client_grants(conn: psycopg.Connection[Any], clients: Sequence[dict[str, Any]]) -> Iterator[Finding]:
     """Grants that reach a client: engine-private functions, table writes, unscoped reads, TEMP / CREATE."""
-    rows = _rows(conn, "doctor_client_grants", {"clients": [c["oid"] for c in clients]})
+    rows = fetch_rows(conn, "doctor_client_grants", {"clients": [c["oid"] for c in clients]})
     # one finding per grant (object, column, grantee): the clients it reaches, the privileges
     grants: dict[tuple[str, str, str | None, str], dict[str, Any]] = {}
     for row in rows:
@@ -421,7 +307,7 @@ def _is_finding(row: dict[str, Any]) -> bool:
 
 def _reach(grantee: str, clients: Iterable[str]) -> str:
     others = [c for c in dict.fromkeys(clients) if c != grantee]
-    return f" (reaches {_roles(others)})" if others else ""
+    return f" (reaches {role_list(others)})" if others else ""
 
 
 def _grant_findings(
@@ -450,7 +336,7 @@ def _grant_findings(
             "client-create",
             ERROR if kind == "schema" and obj == "memgov" else WARNING,
             f"{kind} {obj}",
-            f"client logins {_roles(dict.fromkeys(reached))} have {names} on {kind} {obj} through {grantee}: "
+            f"client logins {role_list(dict.fromkeys(reached))} have {names} on {kind} {obj} through {grantee}: "
             + "; ".join(f"{p} lets them {uses[p]}" for p in privileges),
             f"REVOKE {names} ON {kind.upper()} {obj} FROM {grantee}"
             + (" (and GRANT it to the roles that need it)" if grantee == "PUBLIC" else ""),
@@ -486,210 +372,3 @@ def _grant_findings(
             f"{grantee} has {', '.join(writes)} on {kind} {on}{writers}: it {why}",
             f"REVOKE {', '.join(writes)}" + (f" ({column})" if column else "") + f" ON {obj} FROM {grantee}",
         )
-
-
-def check_pg_cron(dsn: str, conn: psycopg.Connection[Any], database: str) -> Iterator[Finding]:
-    """The sweep (retention, approval expiry) runs only when something schedules it."""
-    from .pgcron import PgCronDenied, cron_connection
-
-    try:
-        with cron_connection(dsn, conn) as (cron, site):
-            cron_db = site.database
-            jobs = _rows(cron, "doctor_cron_jobs", {"database": database})
-    except PgCronDenied as exc:
-        yield Finding(
-            "pg-cron",
-            WARNING,
-            "pg_cron",
-            f"the sweep's pg_cron job was not checked: {exc.reason}",
-            f"{exc.fix}; or run memgov doctor as a superuser",
-        )
-        return
-    except (MemgovError, psycopg.Error) as exc:
-        message = exc.diag.message_primary if isinstance(exc, psycopg.Error) else str(exc)
-        yield Finding(
-            "pg-cron",
-            WARNING,
-            "pg_cron",
-            f"pg_cron is not available: {message}; memories are not expired and approvals do not time out "
-            "unless something else runs memgov.run_maintenance()",
-            "load and install pg_cron (docs/retention.md), then `memgov retention schedule`",
-        )
-        return
-    if not jobs:
-        yield Finding(
-            "pg-cron",
-            WARNING,
-            "pg_cron",
-            f"no pg_cron job (visible to {conn.info.user}) runs memgov.run_maintenance() in database {database}: "
-            "memories are not expired and approvals do not time out",
-            "`memgov retention schedule` (as a superuser)",
-        )
-        return
-    if not any(job["active"] for job in jobs):
-        names = ", ".join(str(job["jobname"] or job["jobid"]) for job in jobs)
-        yield Finding(
-            "pg-cron",
-            WARNING,
-            "pg_cron",
-            f"the pg_cron job(s) {names} of database {database} in {cron_db} are inactive",
-            "`memgov retention schedule` (it replaces the job with an active one)",
-        )
-
-
-def check_monitoring(conn: psycopg.Connection[Any]) -> Iterator[Finding]:
-    """The monitoring views are there, readable by memgov_admin and pg_monitor, and each one runs."""
-    rows = _rows(conn, "doctor_monitoring_views", {"views": list(MONITORING_VIEWS)})
-    missing = [f"memgov.{r['name']}" for r in rows if not r["present"]]
-    if missing:
-        yield Finding(
-            "monitoring",
-            WARNING,
-            ", ".join(missing),
-            f"the monitoring view{'s' if len(missing) > 1 else ''} {', '.join(missing)} "
-            f"{'are' if len(missing) > 1 else 'is'} missing: dashboards and alerts on them read nothing",
-            "memgov migrate (the views come with the schema; docs/monitoring.md)",
-        )
-    for role, column in (("memgov_admin", "admin_reads"), ("pg_monitor", "monitor_reads")):
-        unread = [f"memgov.{r['name']}" for r in rows if r["present"] and not r[column]]
-        if unread:
-            yield Finding(
-                "monitoring",
-                WARNING,
-                role,
-                f"{role} may not read {', '.join(unread)}: monitoring as {role} fails",
-                f"GRANT SELECT ON {', '.join(unread)} TO {role}",
-            )
-    if rows and not rows[0]["monitor_uses_schema"]:
-        yield Finding(
-            "monitoring",
-            WARNING,
-            "pg_monitor",
-            "pg_monitor has no USAGE on schema memgov: a monitoring login (postgres_exporter's) reads no view",
-            "GRANT USAGE ON SCHEMA memgov TO pg_monitor",
-        )
-    for row in rows:
-        if not row["present"]:
-            continue
-        view = f"memgov.{row['name']}"
-        try:
-            with conn.transaction():
-                conn.execute(sql.SQL("SELECT FROM memgov.{} LIMIT 0").format(sql.Identifier(row["name"])))
-        except psycopg.Error as exc:
-            yield Finding(
-                "monitoring",
-                WARNING,
-                view,
-                f"{view} cannot be read: {_one_line(str(exc).splitlines()[0] if str(exc) else type(exc).__name__)}",
-                MONITORING_UNREADABLE_FIX,
-            )
-
-
-def check_xid_counter(conn: psycopg.Connection[Any]) -> Iterator[Finding]:
-    """A logical copy (pg_restore into another cluster) whose transaction counter is behind the seals."""
-    try:
-        behind = counter_behind(conn)
-    except (psycopg.errors.UndefinedTable, psycopg.errors.UndefinedColumn):
-        return  # a schema without the sealed log: `memgov migrate` is reported elsewhere
-    except psycopg.errors.InsufficientPrivilege:
-        yield Finding(
-            "xid-counter",
-            WARNING,
-            "memgov.decision_log",
-            f"{conn.info.user} may not read the decision log and its seals: the transaction counter was not "
-            "compared with them",
-            "run memgov doctor as a superuser (or a member of memgov_admin)",
-        )
-        return
-    if behind is not None:
-        yield Finding("xid-counter", ERROR, "memgov.decision_log", counter_problem(behind), counter_remedy(behind))
-
-
-def check_tenant_binding(conn: psycopg.Connection[Any], clients: Sequence[dict[str, Any]]) -> Iterator[Finding]:
-    """Binding is optional: without it a client acts in whatever tenant its session names."""
-    try:
-        row = _rows(conn, "doctor_tenant_binding", {"clients": [c["oid"] for c in clients]})[0]
-    except (psycopg.errors.UndefinedTable, psycopg.errors.UndefinedFunction):
-        yield Finding(
-            "tenant-binding",
-            INFO,
-            "memgov.tenant_grants",
-            "this memgov schema predates tenant binding as it is checked now",
-            "`memgov migrate`",
-        )
-        return
-    except psycopg.errors.InsufficientPrivilege:
-        yield Finding(
-            "tenant-binding",
-            WARNING,
-            "memgov.tenant_grants",
-            f"{conn.info.user} may not read memgov.tenant_grants: the tenant binding was not checked",
-            "run memgov doctor as a superuser (or a member of memgov_admin)",
-        )
-        return
-    if row["binding_on"] != bool(row["grants"]):
-        yield Finding(
-            "tenant-binding",
-            ERROR,
-            "memgov.binding_on()",
-            f"row security takes tenant binding to be {'on' if row['binding_on'] else 'off'}, but "
-            f"memgov.tenant_grants has {row['grants']} grants: the flag was rewritten outside memgov",
-            "as a superuser: UPDATE memgov.tenant_grants SET role_name = role_name (its trigger rewrites the flag)",
-        )
-    for role in row["missing_roles"]:
-        yield Finding(
-            "tenant-binding",
-            WARNING,
-            role,
-            f"memgov.tenant_grants binds role {role!r}, which does not exist: a role created with that name "
-            "later gets its tenants",
-            f"memgov tenant list --role {role}; memgov tenant revoke {role} ORG for each",
-        )
-    if not row["grants"]:
-        yield Finding(
-            "tenant-binding",
-            INFO,
-            "memgov.tenant_grants",
-            "tenant binding is not in use: writers and reviewers act in whichever tenant their session sets "
-            "(memgov.org_id)",
-            "bind each agent's login to its tenants: memgov tenant grant ROLE ORG (docs/security.md)",
-        )
-    elif row["unbound_logins"]:
-        yield Finding(
-            "tenant-binding",
-            INFO,
-            "memgov.tenant_grants",
-            f"client logins {_roles(row['unbound_logins'])} are not bound to a tenant: they act in whichever "
-            "tenant their session sets",
-            "memgov tenant grant ROLE ORG for each (or for a group role they share)",
-        )
-
-
-# -- the report ----------------------------------------------------------------------------
-
-
-def diagnose(dsn: str) -> Report:
-    """Run every check on the database ``dsn`` names."""
-    with connect(dsn, autocommit=True) as conn:
-        database, user = conn.info.dbname, conn.info.user
-        installed = conn.execute(query("doctor_schema_installed")).fetchone()
-        if not (installed and installed[0]):
-            raise MemgovError(f"database {database} has no memgov schema: run `memgov migrate` first")
-        conn.execute(query("doctor_session"))
-        clients = _rows(conn, "doctor_clients")
-        findings = [
-            *check_replication_role(conn),
-            *check_owners(conn),
-            *check_policy_drift(conn),
-            *check_owner_members(conn),
-            *check_client_attributes(clients),
-            *check_search_path(conn),
-            *check_client_grants(conn, clients),
-            *check_pg_cron(dsn, conn, database),
-            *check_tenant_binding(conn, clients),
-            *check_monitoring(conn),
-            *check_xid_counter(conn),
-        ]
-    order = {s: i for i, s in enumerate(SEVERITIES)}
-    findings.sort(key=lambda f: order[f.severity])  # stable: checks keep their order within a severity
-    return Report(database, user, tuple(findings))
