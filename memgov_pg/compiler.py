@@ -27,6 +27,7 @@ right after ``BEGIN``, before anything else of the body.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -177,7 +178,25 @@ class CompiledPolicy:
             "    END IF;\n"
             "END\n"
         )
-        return self.stage_sql() + f"DO {dollar_quote(activate, 'activate')};\n"
+        return self._revision_stage() + f"DO {dollar_quote(activate, 'activate')};\n"
+
+    def _revision_stage(self) -> str:
+        """The stage of a revision's deploy: a database whose memgov is older than read classes
+        (revision 0002_second_release) stages the version without its read class function."""
+        if self.read_body is None:
+            return self.stage_sql()
+        older = dataclasses.replace(self, read_body=None).stage_sql()
+        stage = (
+            "\nBEGIN\n"
+            f"    IF to_regprocedure('memgov.stage_policy({', '.join(['text'] * 9 + ['jsonb'] * 2 + ['text'])})')"
+            " IS NULL THEN\n"
+            f"        PERFORM {older.removeprefix('SELECT ')}"
+            "    ELSE\n"
+            f"        PERFORM {self.stage_sql().removeprefix('SELECT ')}"
+            "    END IF;\n"
+            "END\n"
+        )
+        return f"DO {dollar_quote(stage, 'stage')};\n"
 
     def _call(self, function: str) -> str:
         p = self.policy

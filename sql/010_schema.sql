@@ -121,8 +121,9 @@ CREATE TABLE memgov.policy_versions (
     deployed_at    timestamptz NOT NULL DEFAULT now(),
     deployed_by    text        NOT NULL DEFAULT current_user,
     active         boolean     NOT NULL DEFAULT false,
-    -- names the version in a memory's read_class (sql/060_recall.sql): never reused
-    read_epoch     integer     GENERATED ALWAYS AS IDENTITY UNIQUE,
+    -- names the version in a memory's read_class (sql/060_recall.sql): from its own sequence,
+    -- so never reused
+    read_epoch     integer     GENERATED ALWAYS AS IDENTITY,
     PRIMARY KEY (org_id, version)
 );
 COMMENT ON TABLE memgov.policy_versions IS

@@ -499,15 +499,20 @@ RETURN CASE WHEN p_status = 'pending_approval'
 -- class decided by another version (a deploy, a rollback, a tenant override since) is in
 -- neither, and that row is decided as before (memgov.readable) until the deploy's
 -- recomputation reaches it. Pending rows, rows without a class, and rows of another tenant
--- than the session's are decided by memgov.readable alone. A SQL-standard body the
--- planner inlines; each list and the tenant come from an uncorrelated subquery (an initPlan,
--- evaluated once per statement), named once in the body so that it stays inlinable.
+-- than the session's are decided by memgov.readable alone, and so is every row where reads
+-- are not governed: there reads_governed is the constant false, and the planner reduces
+-- this test to readable's constant CASE, which never reads read_class (the table's last
+-- column, which a scan would otherwise unpack every column of a row to reach). A
+-- SQL-standard body the planner inlines; each list and the tenant come from an
+-- uncorrelated subquery (an initPlan, evaluated once per statement), named once in the
+-- body so that it stays inlinable.
 CREATE FUNCTION memgov.read_allowed(p_status text, p_org_id text, p_read_class bigint,
                                     p_item memgov.long_term_memory_items,
                                     p_tenant text, p_allowed bigint[], p_refused bigint[])
 RETURNS boolean
 LANGUAGE sql STABLE
-RETURN CASE WHEN p_read_class IS NULL OR p_status = 'pending_approval' OR p_org_id IS DISTINCT FROM p_tenant
+RETURN CASE WHEN NOT memgov.reads_governed(p_org_id)  -- a constant where no policy sets tenants apart
+                 OR p_read_class IS NULL OR p_status = 'pending_approval' OR p_org_id IS DISTINCT FROM p_tenant
             THEN memgov.readable(p_status, p_org_id, p_item)
             WHEN p_read_class = ANY (p_allowed) THEN true
             WHEN p_read_class = ANY (p_refused) THEN memgov.written_here(p_item)

@@ -2088,7 +2088,7 @@ CREATE OR REPLACE FUNCTION memgov.read_allowed(p_status text, p_org_id text, p_r
  RETURNS boolean
  LANGUAGE sql
  STABLE
-RETURN CASE WHEN ((p_read_class IS NULL) OR (p_status = 'pending_approval'::text) OR (p_org_id IS DISTINCT FROM p_tenant)) THEN memgov.readable(p_status, p_org_id, p_item) WHEN (p_read_class = ANY (p_allowed)) THEN true WHEN (p_read_class = ANY (p_refused)) THEN memgov.written_here(p_item) ELSE memgov.readable(p_status, p_org_id, p_item) END;
+RETURN CASE WHEN ((NOT memgov.reads_governed(p_org_id)) OR (p_read_class IS NULL) OR (p_status = 'pending_approval'::text) OR (p_org_id IS DISTINCT FROM p_tenant)) THEN memgov.readable(p_status, p_org_id, p_item) WHEN (p_read_class = ANY (p_allowed)) THEN true WHEN (p_read_class = ANY (p_refused)) THEN memgov.written_here(p_item) ELSE memgov.readable(p_status, p_org_id, p_item) END;
 GRANT EXECUTE ON FUNCTION memgov.read_allowed(text,text,bigint,memgov.long_term_memory_items,text,bigint[],bigint[]) TO memgov_writer, memgov_reviewer;
 
 GRANT EXECUTE ON FUNCTION memgov.approval_expired(memgov.approval_requests) TO memgov_admin;
@@ -3261,7 +3261,7 @@ RESET ROLE;
 -- current epoch only. Versions deployed before have no read class function, so every row
 -- stays NULL (decided row by row, as before) until a deploy of a policy that has one.
 SET ROLE memgov_owner;
-ALTER TABLE memgov.policy_versions ADD COLUMN read_epoch integer GENERATED ALWAYS AS IDENTITY UNIQUE;
+ALTER TABLE memgov.policy_versions ADD COLUMN read_epoch integer GENERATED ALWAYS AS IDENTITY;
 ALTER TABLE memgov.long_term_memory_items ADD COLUMN read_class bigint;
 DROP POLICY governed_reads ON memgov.long_term_memory_items;
 DROP POLICY governed_updates ON memgov.long_term_memory_items;
