@@ -341,3 +341,24 @@ def test_x_a_reader_cannot_borrow_another_readers_class(su, login, logins):
         assert visible(writer) == set()
         writer.execute("SELECT set_config('memgov.org_id', 'acme', false)")
         assert secret not in visible(writer)
+
+
+def test_a_shadow_changes_no_class_and_its_promotion_recomputes_them(su, login, logins):
+    """A shadow decides beside the active policy and is never enforced: the classes stay the
+    active version's until the shadow is promoted, which activates it."""
+    reset_policies(su)
+    deploy(su, reader_policy(logins, "1.0.0", withheld="assumption"))
+    assumed = seed(su, "allowed", category="assumption")
+    prefs = seed(su, "held")
+    writer = login(logins.writer)
+    before = classes(su)
+    candidate = load_policy(reader_policy(logins, "2.0.0", withheld="preference"))
+    with su.transaction():
+        su.execute(compile_policy(candidate).stage_sql())
+        su.execute("SELECT memgov.start_shadow('*', '2.0.0')")
+    assert classes(su) == before
+    assert visible(writer) == {prefs}
+    with su.transaction():
+        su.execute("SELECT memgov.promote_shadow('*')")
+    assert all(c >> 32 == epoch(su) for c in classes(su).values())  # type: ignore[operator]
+    assert visible(writer) == {assumed}
