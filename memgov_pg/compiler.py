@@ -475,16 +475,17 @@ class _Emitter:
         """The read class function's body (:mod:`memgov_pg.read_compiler`): the rules a ``get``
         can meet, as the decide function orders them, each with its category scope as a test."""
         rules = []
+        fields: frozenset[str] = frozenset()  # what a read's rules read: its detectors run, no others
         for ir in (index_rule(r) for r in self.policy.write_rules):
             if ir.operations is not None and "get" not in ir.operations:
                 continue
+            fields |= ir.rule.fields_read
             category = (
                 None
                 if ir.categories is None
                 else f"p_item.category IN ({', '.join(literal(c) for c in sorted(ir.categories))})"
             )
             rules.append((ir.rule.id, ir.rule.action, category, ir.conditions, ir.rule.match))
-        fields = self.policy.fields_read
         return read_source(self.policy, rules, self.declarations(fields, decision=False), self.prologue(fields))
 
     def explain_source(self) -> str:
