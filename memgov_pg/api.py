@@ -156,6 +156,12 @@ CLIENT_FUNCTIONS: Final[tuple[ClientFunction, ...]] = (
               "whether a get decision allows a row", caller=_RLS),
     _plumbing("written_here", (Arg("p_item", _ROW),), "boolean", _CLIENTS, (),
               "whether this transaction wrote a held row", caller=_RLS),
+    _plumbing("read_allowed", (Arg("p_status", "text"), Arg("p_org_id", "text"), Arg("p_read_class", "bigint"),
+                               Arg("p_item", _ROW), Arg("p_tenant", "text"), Arg("p_allowed", "bigint[]"),
+                               Arg("p_refused", "bigint[]")), "boolean",
+              _CLIENTS, (), "whether the reading role may read a row, by its read class first", caller=_RLS),
+    _plumbing("read_classes", (Arg("p_allowed", "boolean"),), "bigint[]", _CLIENTS, (),
+              "the read classes the reading role may (or may not) read in its tenant", caller=_RLS),
     _plumbing("list_shared", (Arg("p_shared", "memgov.shared_decision[]"),), "void", (WRITER, ADMIN), ("0A000",),
               "lists a bulk statement's memories on the decisions they share", caller="a bulk statement's end"),
 )  # fmt: skip

@@ -27,6 +27,7 @@ right after ``BEGIN``, before anything else of the body.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -35,6 +36,7 @@ from typing import Any
 from .condition_sql import condition_sql, conditions_sql, field_sql
 from .policy.model import Condition, Policy, Rule, settings_json
 from .policy.vocabulary import COMPUTED, DECISION_RISK, SOURCES, Computed, computed_for, lookup_field
+from .read_compiler import read_source
 from .sql_literals import dollar_quote, jsonb_literal, literal, text_array
 from .tenants import check_tenant_id, scope_text
 
@@ -111,6 +113,7 @@ class CompiledPolicy:
     function_name: str
     sql: str  # the three functions as memgov.install_policy creates them: a review aid
     bodies: tuple[str, str, str]  # what install_policy receives: decide, explain, retention
+    read_body: str | None = None  # the read class (memgov_pg.read_compiler); None: reads decided row by row
 
     def settings(self) -> dict[str, Any]:
         """``memgov.policy_settings(org)``: feedback and retention hold only what the
@@ -175,7 +178,25 @@ class CompiledPolicy:
             "    END IF;\n"
             "END\n"
         )
-        return self.stage_sql() + f"DO {dollar_quote(activate, 'activate')};\n"
+        return self._revision_stage() + f"DO {dollar_quote(activate, 'activate')};\n"
+
+    def _revision_stage(self) -> str:
+        """The stage of a revision's deploy: a database whose memgov is older than read classes
+        (revision 0002_second_release) stages the version without its read class function."""
+        if self.read_body is None:
+            return self.stage_sql()
+        older = dataclasses.replace(self, read_body=None).stage_sql()
+        stage = (
+            "\nBEGIN\n"
+            f"    IF to_regprocedure('memgov.stage_policy({', '.join(['text'] * 9 + ['jsonb'] * 2 + ['text'])})')"
+            " IS NULL THEN\n"
+            f"        PERFORM {older.removeprefix('SELECT ')}"
+            "    ELSE\n"
+            f"        PERFORM {self.stage_sql().removeprefix('SELECT ')}"
+            "    END IF;\n"
+            "END\n"
+        )
+        return f"DO {dollar_quote(stage, 'stage')};\n"
 
     def _call(self, function: str) -> str:
         p = self.policy
@@ -189,6 +210,7 @@ class CompiledPolicy:
             ("p_decide_body", dollar_quote(self.bodies[0], "decide")),
             ("p_explain_body", dollar_quote(self.bodies[1], "explain")),
             ("p_retention_body", dollar_quote(self.bodies[2], "retention")),
+            *([("p_read_body", dollar_quote(self.read_body, "read"))] if self.read_body is not None else []),
             ("p_settings", jsonb_literal(self.settings())),
             ("p_rules", jsonb_literal(self.rule_rows())),
         ]
@@ -449,6 +471,23 @@ class _Emitter:
         ]
         return _body(["DECLARE", *self.declarations(fields, decision=True), "BEGIN", *body, "END"])
 
+    def read_source(self) -> str | None:
+        """The read class function's body (:mod:`memgov_pg.read_compiler`): the rules a ``get``
+        can meet, as the decide function orders them, each with its category scope as a test."""
+        rules = []
+        fields: frozenset[str] = frozenset()  # what a read's rules read: its detectors run, no others
+        for ir in (index_rule(r) for r in self.policy.write_rules):
+            if ir.operations is not None and "get" not in ir.operations:
+                continue
+            fields |= ir.rule.fields_read
+            category = (
+                None
+                if ir.categories is None
+                else f"p_item.category IN ({', '.join(literal(c) for c in sorted(ir.categories))})"
+            )
+            rules.append((ir.rule.id, ir.rule.action, category, ir.conditions, ir.rule.match))
+        return read_source(self.policy, rules, self.declarations(fields, decision=False), self.prologue(fields))
+
     def explain_source(self) -> str:
         rules = self.policy.write_rules
         fields = self.policy.fields_read
@@ -545,4 +584,4 @@ def compile_policy(policy: Policy, org_id: str = "*") -> CompiledPolicy:
     emitter = _Emitter(policy, org_id, name)
     sql = emitter.review_sql()
     bodies = (emitter.decide_source(), emitter.explain_source(), emitter.retention_source())
-    return CompiledPolicy(policy, org_id, name, sql + "\n", bodies)
+    return CompiledPolicy(policy, org_id, name, sql + "\n", bodies, emitter.read_source())

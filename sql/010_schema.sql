@@ -60,6 +60,9 @@ CREATE TABLE memgov.long_term_memory_items (
     -- namespace's labels joined with '.', and its key; NULL for every other memory
     namespace            text,
     item_key             text,
+    -- the row's read class (sql/060_recall.sql): which readers its tenant's policy lets read
+    -- it, decided by the write trigger from the row alone, with the version it was decided by
+    read_class           bigint,
     -- memory_id leads so that feedback functions find a row by id alone
     PRIMARY KEY (memory_id, org_id)
 );
@@ -84,8 +87,8 @@ CREATE UNIQUE INDEX long_term_memory_items_store_key_idx
 
 -- Agents write, reviewers read, admins write like agents in any tenant. Writers may set
 -- the columns an agent owns; the engine's columns (status, policy_version, decision_id,
--- created_at, updated_at, last_confirmed_at, expires_at, low_confidence_since) are out of
--- their reach, and so are search_config and the generated search_vector. A table-level
+-- created_at, updated_at, last_confirmed_at, expires_at, low_confidence_since, read_class)
+-- are out of their reach, and so are search_config and the generated search_vector. A table-level
 -- INSERT, UPDATE, DELETE or TRUNCATE would let a client LOCK the table against every
 -- tenant: writers forget through memgov.forget(). What a writer or reviewer may read of
 -- its tenant's rows is the policy's `get` decision (sql/060_recall.sql).
@@ -118,6 +121,9 @@ CREATE TABLE memgov.policy_versions (
     deployed_at    timestamptz NOT NULL DEFAULT now(),
     deployed_by    text        NOT NULL DEFAULT current_user,
     active         boolean     NOT NULL DEFAULT false,
+    -- names the version in a memory's read_class (sql/060_recall.sql): from its own sequence,
+    -- so never reused
+    read_epoch     integer     GENERATED ALWAYS AS IDENTITY,
     PRIMARY KEY (org_id, version)
 );
 COMMENT ON TABLE memgov.policy_versions IS

@@ -381,6 +381,15 @@ DECLARE
     v_old_configs  text;
     v_body       text;
     v_version    record;
+    v_read       text;           -- the version's read class, as SQL of p_item (NULL::bigint: none)
+    v_reader     text;           -- its reader's class, as PL/pgSQL statements
+    v_reads      text := '';
+    v_readers    text := '';
+    v_epochs     text := '';
+    v_global_read    text := 'NULL::bigint';
+    v_global_reader  text := E'        RETURN NULL;\n';
+    v_global_epoch   text := 'NULL::bigint';
+    v_any_read   boolean := false;
 BEGIN
     FOR v_version IN
         SELECT org_id, function_name, settings, memgov.policy_may_hold(org_id, version) AS holds
@@ -388,7 +397,28 @@ BEGIN
          WHERE active
          ORDER BY org_id COLLATE "C"
     LOOP
+        -- the read class (sql/060_recall.sql): where the version governs reads and its
+        -- compiler wrote a read class function, its epoch and that function; else none
+        v_read := 'NULL::bigint';
+        v_reader := E'        RETURN NULL;\n';
+        IF coalesce((v_version.settings ->> 'reads')::boolean, false)
+           AND to_regprocedure(format('memgov.%I(memgov.long_term_memory_items, text)',
+                                      v_version.function_name || '_read')) IS NOT NULL THEN
+            v_any_read := true;
+            SELECT format('(%s::bigint << 32 | memgov.%I(p_item, NULL))', v.read_epoch, v_version.function_name || '_read'),
+                   format(E'        v_epoch := %s;\n        v_class := memgov.%I(NULL, memgov.invoker_role());\n',
+                          v.read_epoch, v_version.function_name || '_read'),
+                   v.read_epoch::text
+              INTO v_read, v_reader, v_body
+              FROM memgov.policy_versions v
+             WHERE v.org_id = v_version.org_id AND v.active;
+        ELSE
+            v_body := 'NULL::bigint';
+        END IF;
         IF v_version.org_id = '*' THEN
+            v_global_read := v_read;
+            v_global_reader := v_reader;
+            v_global_epoch := v_body;
             v_global := v_version.function_name;
             v_global_settings := v_version.settings;
             v_global_holds := v_version.holds;
@@ -408,6 +438,9 @@ BEGIN
         v_retention := v_retention || format(
             E'        WHEN p_item.org_id = %L THEN memgov.%I(p_item)\n',
             v_version.org_id, v_version.function_name || '_retention');
+        v_reads := v_reads || format(E'        WHEN p_item.org_id = %L THEN %s\n', v_version.org_id, v_read);
+        v_readers := v_readers || format(E'    WHEN v_org_id = %L THEN\n%s', v_version.org_id, v_reader);
+        v_epochs := v_epochs || format(E'        WHEN p_org_id = %L THEN %s\n', v_version.org_id, v_body);
     END LOOP;
 
     -- memgov.decide carries the global policy's own body as recorded at its deploy (one
@@ -523,6 +556,63 @@ RETURN %s$f$,
     -- a tenant whose policy stops sampling has its samples deleted: samples exist only where
     -- the memories' deletion deletes them (the trigger forget_samples)
     DELETE FROM memgov.replay_samples s WHERE memgov.sample_rate(s.org_id) = 0;
+
+    -- read classes (sql/060_recall.sql). read_class: a row's, as the write trigger stores it
+    -- (SQL, inlined into the trigger: a constant NULL where no policy has read classes);
+    -- read_epoch: the epoch a tenant's current rows carry; read_classes: the classes the
+    -- session's role may read (p_allowed) or may not, in its tenant, for row level security
+    -- (once per statement; NULL where its policy has none: every row is decided as before)
+    EXECUTE format($f$
+CREATE OR REPLACE FUNCTION memgov.read_class(p_item memgov.long_term_memory_items)
+RETURNS bigint
+LANGUAGE sql STABLE PARALLEL SAFE
+AS $body$
+    SELECT %s
+$body$$f$,
+        format(CASE WHEN v_reads = '' THEN '%2$s' ELSE E'CASE\n%1$s        ELSE %2$s\n    END' END,
+               v_reads, v_global_read));
+    EXECUTE format($f$
+CREATE OR REPLACE FUNCTION memgov.read_epoch(p_org_id text)
+RETURNS bigint
+LANGUAGE sql STABLE PARALLEL SAFE
+RETURN %s$f$,
+        format(CASE WHEN v_epochs = '' THEN '%2$s' ELSE E'CASE\n%1$s        ELSE %2$s\n    END' END,
+               v_epochs, v_global_epoch));
+    EXECUTE format($f$
+CREATE OR REPLACE FUNCTION memgov.read_classes(p_allowed boolean)
+RETURNS bigint[]
+LANGUAGE plpgsql STABLE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $body$
+DECLARE
+    v_org_id  text := memgov.session_tenant();
+    v_epoch   bigint;
+    v_class   integer;
+BEGIN
+%s    IF v_class IS NULL THEN
+        RETURN NULL;
+    END IF;
+    -- a row's mask has a bit per reader class (4): the masks with this reader's bit, the most
+    -- common first (every class, then none), or those without it
+    RETURN ARRAY(SELECT v_epoch << 32 | m.mask
+                   FROM generate_series(0, 15) AS m(mask)
+                  WHERE (m.mask & (1 << v_class) <> 0) = p_allowed
+                  ORDER BY CASE WHEN p_allowed THEN -m.mask ELSE m.mask END);
+END
+$body$$f$,
+        CASE WHEN v_readers = '' THEN regexp_replace(v_global_reader, '^    ', '', 'gn')
+             ELSE format(E'    CASE\n%s    ELSE\n%s    END CASE;\n', v_readers, v_global_reader) END);
+    -- rows whose read class another version decided are recomputed (until then they are
+    -- decided row by row: row level security trusts a class of the tenant's current epoch only)
+    IF v_any_read THEN
+        PERFORM memgov.engine_writes();
+        UPDATE memgov.long_term_memory_items m
+           SET read_class = memgov.read_class(m)
+         WHERE memgov.read_epoch(m.org_id) IS NOT NULL
+           AND (m.read_class >> 32) IS DISTINCT FROM memgov.read_epoch(m.org_id);
+        PERFORM memgov.engine_writes_done();
+    END IF;
     PERFORM memgov.rebuild_shadow_dispatch();
 END
 $rebuild$;
@@ -621,8 +711,9 @@ END
 $$;
 
 -- Installs a compiled policy version without activating it (what a shadow deployment and
--- a replay decide with). The three bodies become memgov.<p_function_name>, _explain and
--- _retention, with the signatures written here; PostgreSQL, not our compiler, has the
+-- a replay decide with). The bodies become memgov.<p_function_name>, _explain, _retention
+-- and, when the policy has one, _read (its read class, sql/060_recall.sql), with the
+-- signatures written here; PostgreSQL, not our compiler, has the
 -- last word on each body. A version deployed before with the same content is left as it is;
 -- a name taken already (a function of that name, or another version's) is refused (MG409).
 -- compiled_sql records the three definitions as PostgreSQL prints them: what
@@ -638,7 +729,8 @@ CREATE FUNCTION memgov.stage_policy(
     p_explain_body    text,
     p_retention_body  text,
     p_settings        jsonb,
-    p_rules           jsonb)
+    p_rules           jsonb,
+    p_read_body       text DEFAULT NULL)
 RETURNS text
 LANGUAGE plpgsql
 SECURITY DEFINER
@@ -680,7 +772,8 @@ BEGIN
       FROM pg_catalog.pg_proc p
       LEFT JOIN memgov.policy_versions v ON v.function_name = p_function_name
      WHERE p.pronamespace = 'memgov'::regnamespace
-       AND p.proname IN (p_function_name, p_function_name || '_explain', p_function_name || '_retention')
+       AND p.proname IN (p_function_name, p_function_name || '_explain', p_function_name || '_retention',
+                         p_function_name || '_read')
      LIMIT 1;
     IF NOT FOUND THEN
         SELECT format('policy version %s of %s is recorded with it', v.version,
@@ -704,8 +797,13 @@ BEGIN
                 (p_function_name || '_explain', 'p_item memgov.long_term_memory_items, p_operation text, p_actor text',
                  'memgov.long_term_memory_items, text, text', 'jsonb', p_explain_body),
                 (p_function_name || '_retention', 'p_item memgov.long_term_memory_items',
-                 'memgov.long_term_memory_items', 'text', p_retention_body)) AS f(name, args, types, returns, body)
+                 'memgov.long_term_memory_items', 'text', p_retention_body),
+                (p_function_name || '_read', 'p_item memgov.long_term_memory_items, p_actor text',
+                 'memgov.long_term_memory_items, text', 'integer', p_read_body)) AS f(name, args, types, returns, body)
     LOOP
+        -- a policy whose reads cannot be decided ahead has no read class function (its reads
+        -- are decided row by row), and neither has a version compiled before read classes
+        CONTINUE WHEN v_function.body IS NULL AND v_function.name = p_function_name || '_read';
         IF v_function.body IS NULL THEN
             RAISE EXCEPTION 'the compiled policy has no body for %', v_function.name USING ERRCODE = '22023';
         END IF;
@@ -754,7 +852,8 @@ CREATE FUNCTION memgov.install_policy(
     p_explain_body    text,
     p_retention_body  text,
     p_settings        jsonb,
-    p_rules           jsonb)
+    p_rules           jsonb,
+    p_read_body       text DEFAULT NULL)
 RETURNS text
 LANGUAGE plpgsql
 SECURITY DEFINER
@@ -763,7 +862,8 @@ AS $$
 BEGIN
     RETURN memgov.activate_policy(p_org_id,
         memgov.stage_policy(p_org_id, p_version, p_sha256, p_mode, p_function_name, p_source_yaml,
-                            p_decide_body, p_explain_body, p_retention_body, p_settings, p_rules));
+                            p_decide_body, p_explain_body, p_retention_body, p_settings, p_rules,
+                            p_read_body));
 END
 $$;
 
@@ -934,9 +1034,14 @@ BEGIN
             SELECT f.name, f.types
               FROM (VALUES (v_version.function_name, 'memgov.long_term_memory_items, text, text'),
                            (v_version.function_name || '_explain', 'memgov.long_term_memory_items, text, text'),
-                           (v_version.function_name || '_retention', 'memgov.long_term_memory_items'))
+                           (v_version.function_name || '_retention', 'memgov.long_term_memory_items'),
+                           (v_version.function_name || '_read', 'memgov.long_term_memory_items, text'))
                    AS f(name, types)
         LOOP
+            -- a version without a read class function (none recorded, none live) is as deployed
+            CONTINUE WHEN v_function.name = v_version.function_name || '_read'
+                      AND to_regprocedure(format('memgov.%I(%s)', v_function.name, v_function.types)) IS NULL
+                      AND (memgov.recorded_function(v_version.compiled_sql, v_function.name)).definition IS NULL;
             org_id := v_version.org_id;
             version := v_version.version;
             function_name := 'memgov.' || v_function.name;
@@ -1019,8 +1124,8 @@ $$;
 -- own tenant (admins: any). Everything else here is the engine's.
 GRANT EXECUTE ON FUNCTION
     memgov.activate_policy(text, text, boolean),
-    memgov.install_policy(text, text, text, text, text, text, text, text, text, jsonb, jsonb),
-    memgov.stage_policy(text, text, text, text, text, text, text, text, text, jsonb, jsonb),
+    memgov.install_policy(text, text, text, text, text, text, text, text, text, jsonb, jsonb, text),
+    memgov.stage_policy(text, text, text, text, text, text, text, text, text, jsonb, jsonb, text),
     memgov.rollback_policy(text, text),
     memgov.undeploy_policy(text, text),
     memgov.policy_drift()

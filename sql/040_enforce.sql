@@ -436,14 +436,17 @@ BEGIN
         v_engine := memgov.is_engine_write(v_batch);
     END IF;
     IF v_engine THEN
-        -- (a new text search configuration alone, from a deploy, is no change of the memory)
-        IF TG_OP = 'UPDATE' AND NEW.updated_at = OLD.updated_at AND NEW.search_config = OLD.search_config THEN
+        -- (a new text search configuration or read class alone, from a deploy, is no change
+        -- of the memory)
+        IF TG_OP = 'UPDATE' AND NEW.updated_at = OLD.updated_at AND NEW.search_config = OLD.search_config
+           AND NEW.read_class IS NOT DISTINCT FROM OLD.read_class THEN
             NEW.updated_at := pg_catalog.now();
         ELSIF TG_OP = 'INSERT' THEN
             NEW.search_config := memgov.search_config(NEW.org_id);
         END IF;
         NEW.expires_at := memgov.expiry_of(NEW.retention_policy, NEW.created_at);
         NEW.low_confidence_since := memgov.low_confidence_since(NEW);
+        NEW.read_class := memgov.read_class(NEW);
         RETURN NEW;
     END IF;
 
@@ -512,6 +515,10 @@ BEGIN
             v_decision := memgov.stricter(v_decision, v_forget);
         END IF;
     END IF;
+    -- who may read the row, as far as the row alone decides (sql/060_recall.sql): whatever a
+    -- statement said, from the row as it is stored (a held INSERT's status aside, which only
+    -- an UPDATE of the engine's changes, and that computes it again)
+    NEW.read_class := memgov.read_class(NEW);
     IF memgov.shadow_of(NEW.org_id) IS NOT NULL THEN
         v_shadow := memgov.judge_shadow(v_operation, NEW, CASE WHEN TG_OP = 'UPDATE' THEN OLD END, v_actor);
     END IF;

@@ -487,27 +487,68 @@ RETURN CASE WHEN p_status = 'pending_approval'
             ELSE true
        END;
 
+-- Read classes: a get decision depends on the row (its columns, detectors, risk score) and,
+-- through context.actor conditions only, on who reads. A policy whose reads can be decided
+-- ahead (memgov_pg/read_compiler.py: no rule that compares a time with now(), at most two
+-- context.actor conditions) has a compiled function memgov.policy_<h>_read that gives a
+-- row its read class, a mask of 4 bits (bit r: a reader of class r may read it), and a
+-- reader its class (0..3: which of those conditions it meets). The write trigger stores
+-- memgov.read_class(row) with every row it lets through, engine writes included:
+-- read_class = epoch << 32 | mask, the epoch naming the policy version that decided it
+-- (policy_versions.read_epoch, never reused). A client never writes it (no column grant,
+-- and the trigger computes it over whatever a statement says).
+--
+-- Row level security then asks, per row, whether its read_class is one of the classes the
+-- querying role may read in its tenant under the tenant's current version, or one it may
+-- not (memgov.read_classes, once per statement): both lists carry the current epoch, so a
+-- class decided by another version (a deploy, a rollback, a tenant override since) is in
+-- neither, and that row is decided as before (memgov.readable) until the deploy's
+-- recomputation reaches it. Pending rows, rows without a class, and rows of another tenant
+-- than the session's are decided by memgov.readable alone, and so is every row where reads
+-- are not governed: there reads_governed is the constant false, and the planner reduces
+-- this test to readable's constant CASE, which never reads read_class (the table's last
+-- column, which a scan would otherwise unpack every column of a row to reach). A
+-- SQL-standard body the planner inlines; each list and the tenant come from an
+-- uncorrelated subquery (an initPlan, evaluated once per statement), named once in the
+-- body so that it stays inlinable.
+CREATE FUNCTION memgov.read_allowed(p_status text, p_org_id text, p_read_class bigint,
+                                    p_item memgov.long_term_memory_items,
+                                    p_tenant text, p_allowed bigint[], p_refused bigint[])
+RETURNS boolean
+LANGUAGE sql STABLE
+RETURN CASE WHEN NOT memgov.reads_governed(p_org_id)  -- a constant where no policy sets tenants apart
+                 OR p_read_class IS NULL OR p_status = 'pending_approval' OR p_org_id IS DISTINCT FROM p_tenant
+            THEN memgov.readable(p_status, p_org_id, p_item)
+            WHEN p_read_class = ANY (p_allowed) THEN true
+            WHEN p_read_class = ANY (p_refused) THEN memgov.written_here(p_item)
+            ELSE memgov.readable(p_status, p_org_id, p_item)
+       END;
+
 -- On top of tenant_isolation (sql/010_schema.sql): a writer or reviewer reads only the
 -- rows it may read, and changes only those (else an UPDATE without a WHERE clause, which
 -- row level security lets through unread, would reach a row its writer cannot see).
 CREATE POLICY governed_reads ON memgov.long_term_memory_items
     AS RESTRICTIVE FOR SELECT
     TO memgov_writer, memgov_reviewer
-    USING (memgov.readable(status, org_id, long_term_memory_items));
+    USING (memgov.read_allowed(status, org_id, read_class, long_term_memory_items, (SELECT memgov.session_tenant()),
+                               (SELECT memgov.read_classes(true)), (SELECT memgov.read_classes(false))));
 CREATE POLICY governed_updates ON memgov.long_term_memory_items
     AS RESTRICTIVE FOR UPDATE
     TO memgov_writer, memgov_reviewer
-    USING (memgov.readable(status, org_id, long_term_memory_items))
+    USING (memgov.read_allowed(status, org_id, read_class, long_term_memory_items, (SELECT memgov.session_tenant()),
+                               (SELECT memgov.read_classes(true)), (SELECT memgov.read_classes(false))))
     WITH CHECK (true);
 
--- Privileges: recall is every memgov role's; row level security calls readable,
--- reads_governed (both must be executable to be inlined), get_allowed and written_here
--- as the querying role. Everything else here is the engine's.
+-- Privileges: recall is every memgov role's; row level security calls read_allowed,
+-- readable, reads_governed (executable, to be inlined), get_allowed, written_here and
+-- read_classes as the querying role. Everything else here is the engine's.
 GRANT EXECUTE ON FUNCTION memgov.search(jsonb), memgov.get(uuid)
     TO memgov_writer, memgov_reviewer, memgov_admin;
 GRANT EXECUTE ON FUNCTION memgov.readable(text, text, memgov.long_term_memory_items),
                           memgov.reads_governed(text), memgov.get_allowed(memgov.long_term_memory_items),
-                          memgov.written_here(memgov.long_term_memory_items)
+                          memgov.written_here(memgov.long_term_memory_items),
+                          memgov.read_allowed(text, text, bigint, memgov.long_term_memory_items, text, bigint[], bigint[]),
+                          memgov.read_classes(boolean)
     TO memgov_writer, memgov_reviewer;
 
 RESET ROLE;

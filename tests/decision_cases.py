@@ -100,7 +100,7 @@ def wipe(conn: psycopg.Connection[Any]) -> None:
     reset_policies(conn)
 
 
-#: Drops every compiled policy function (memgov.policy_<hash>, _explain, _retention).
+#: Drops every compiled policy function (memgov.policy_<hash>, _explain, _retention, _read).
 DROP_COMPILED = """
 DO $drop$
 DECLARE
@@ -109,7 +109,7 @@ BEGIN
     FOR v_function IN
         SELECT p.oid::regprocedure FROM pg_catalog.pg_proc p
          WHERE p.pronamespace = 'memgov'::regnamespace
-           AND p.proname ~ '^policy_[0-9a-f]{16}(_explain|_retention)?$'
+           AND p.proname ~ '^policy_[0-9a-f]{16}(_explain|_retention|_read)?$'
     LOOP
         EXECUTE format('DROP FUNCTION %s', v_function);
     END LOOP;

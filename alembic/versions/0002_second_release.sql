@@ -307,6 +307,15 @@ DECLARE
     v_old_configs  text;
     v_body       text;
     v_version    record;
+    v_read       text;           -- the version's read class, as SQL of p_item (NULL::bigint: none)
+    v_reader     text;           -- its reader's class, as PL/pgSQL statements
+    v_reads      text := '';
+    v_readers    text := '';
+    v_epochs     text := '';
+    v_global_read    text := 'NULL::bigint';
+    v_global_reader  text := E'        RETURN NULL;\n';
+    v_global_epoch   text := 'NULL::bigint';
+    v_any_read   boolean := false;
 BEGIN
     FOR v_version IN
         SELECT org_id, function_name, settings, memgov.policy_may_hold(org_id, version) AS holds
@@ -314,7 +323,28 @@ BEGIN
          WHERE active
          ORDER BY org_id COLLATE "C"
     LOOP
+        -- the read class (sql/060_recall.sql): where the version governs reads and its
+        -- compiler wrote a read class function, its epoch and that function; else none
+        v_read := 'NULL::bigint';
+        v_reader := E'        RETURN NULL;\n';
+        IF coalesce((v_version.settings ->> 'reads')::boolean, false)
+           AND to_regprocedure(format('memgov.%I(memgov.long_term_memory_items, text)',
+                                      v_version.function_name || '_read')) IS NOT NULL THEN
+            v_any_read := true;
+            SELECT format('(%s::bigint << 32 | memgov.%I(p_item, NULL))', v.read_epoch, v_version.function_name || '_read'),
+                   format(E'        v_epoch := %s;\n        v_class := memgov.%I(NULL, memgov.invoker_role());\n',
+                          v.read_epoch, v_version.function_name || '_read'),
+                   v.read_epoch::text
+              INTO v_read, v_reader, v_body
+              FROM memgov.policy_versions v
+             WHERE v.org_id = v_version.org_id AND v.active;
+        ELSE
+            v_body := 'NULL::bigint';
+        END IF;
         IF v_version.org_id = '*' THEN
+            v_global_read := v_read;
+            v_global_reader := v_reader;
+            v_global_epoch := v_body;
             v_global := v_version.function_name;
             v_global_settings := v_version.settings;
             v_global_holds := v_version.holds;
@@ -334,6 +364,9 @@ BEGIN
         v_retention := v_retention || format(
             E'        WHEN p_item.org_id = %L THEN memgov.%I(p_item)\n',
             v_version.org_id, v_version.function_name || '_retention');
+        v_reads := v_reads || format(E'        WHEN p_item.org_id = %L THEN %s\n', v_version.org_id, v_read);
+        v_readers := v_readers || format(E'    WHEN v_org_id = %L THEN\n%s', v_version.org_id, v_reader);
+        v_epochs := v_epochs || format(E'        WHEN p_org_id = %L THEN %s\n', v_version.org_id, v_body);
     END LOOP;
 
     -- memgov.decide carries the global policy's own body as recorded at its deploy (one
@@ -449,9 +482,105 @@ RETURN %s$f$,
     -- a tenant whose policy stops sampling has its samples deleted: samples exist only where
     -- the memories' deletion deletes them (the trigger forget_samples)
     DELETE FROM memgov.replay_samples s WHERE memgov.sample_rate(s.org_id) = 0;
+
+    -- read classes (sql/060_recall.sql). read_class: a row's, as the write trigger stores it
+    -- (SQL, inlined into the trigger: a constant NULL where no policy has read classes);
+    -- read_epoch: the epoch a tenant's current rows carry; read_classes: the classes the
+    -- session's role may read (p_allowed) or may not, in its tenant, for row level security
+    -- (once per statement; NULL where its policy has none: every row is decided as before)
+    EXECUTE format($f$
+CREATE OR REPLACE FUNCTION memgov.read_class(p_item memgov.long_term_memory_items)
+RETURNS bigint
+LANGUAGE sql STABLE PARALLEL SAFE
+AS $body$
+    SELECT %s
+$body$$f$,
+        format(CASE WHEN v_reads = '' THEN '%2$s' ELSE E'CASE\n%1$s        ELSE %2$s\n    END' END,
+               v_reads, v_global_read));
+    EXECUTE format($f$
+CREATE OR REPLACE FUNCTION memgov.read_epoch(p_org_id text)
+RETURNS bigint
+LANGUAGE sql STABLE PARALLEL SAFE
+RETURN %s$f$,
+        format(CASE WHEN v_epochs = '' THEN '%2$s' ELSE E'CASE\n%1$s        ELSE %2$s\n    END' END,
+               v_epochs, v_global_epoch));
+    EXECUTE format($f$
+CREATE OR REPLACE FUNCTION memgov.read_classes(p_allowed boolean)
+RETURNS bigint[]
+LANGUAGE plpgsql STABLE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $body$
+DECLARE
+    v_org_id  text := memgov.session_tenant();
+    v_epoch   bigint;
+    v_class   integer;
+BEGIN
+%s    IF v_class IS NULL THEN
+        RETURN NULL;
+    END IF;
+    -- a row's mask has a bit per reader class (4): the masks with this reader's bit, the most
+    -- common first (every class, then none), or those without it
+    RETURN ARRAY(SELECT v_epoch << 32 | m.mask
+                   FROM generate_series(0, 15) AS m(mask)
+                  WHERE (m.mask & (1 << v_class) <> 0) = p_allowed
+                  ORDER BY CASE WHEN p_allowed THEN -m.mask ELSE m.mask END);
+END
+$body$$f$,
+        CASE WHEN v_readers = '' THEN regexp_replace(v_global_reader, '^    ', '', 'gn')
+             ELSE format(E'    CASE\n%s    ELSE\n%s    END CASE;\n', v_readers, v_global_reader) END);
+    -- rows whose read class another version decided are recomputed (until then they are
+    -- decided row by row: row level security trusts a class of the tenant's current epoch only)
+    IF v_any_read THEN
+        PERFORM memgov.engine_writes();
+        UPDATE memgov.long_term_memory_items m
+           SET read_class = memgov.read_class(m)
+         WHERE memgov.read_epoch(m.org_id) IS NOT NULL
+           AND (m.read_class >> 32) IS DISTINCT FROM memgov.read_epoch(m.org_id);
+        PERFORM memgov.engine_writes_done();
+    END IF;
     PERFORM memgov.rebuild_shadow_dispatch();
 END
 $function$;
+
+CREATE OR REPLACE FUNCTION memgov.read_class(p_item memgov.long_term_memory_items)
+ RETURNS bigint
+ LANGUAGE sql
+ STABLE PARALLEL SAFE
+AS $function$
+    SELECT NULL::bigint
+$function$;
+
+CREATE OR REPLACE FUNCTION memgov.read_epoch(p_org_id text)
+ RETURNS bigint
+ LANGUAGE sql
+ STABLE PARALLEL SAFE
+RETURN NULL::bigint;
+
+CREATE OR REPLACE FUNCTION memgov.read_classes(p_allowed boolean)
+ RETURNS bigint[]
+ LANGUAGE plpgsql
+ STABLE SECURITY DEFINER
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+DECLARE
+    v_org_id  text := memgov.session_tenant();
+    v_epoch   bigint;
+    v_class   integer;
+BEGIN
+    RETURN NULL;
+    IF v_class IS NULL THEN
+        RETURN NULL;
+    END IF;
+    -- a row's mask has a bit per reader class (4): the masks with this reader's bit, the most
+    -- common first (every class, then none), or those without it
+    RETURN ARRAY(SELECT v_epoch << 32 | m.mask
+                   FROM generate_series(0, 15) AS m(mask)
+                  WHERE (m.mask & (1 << v_class) <> 0) = p_allowed
+                  ORDER BY CASE WHEN p_allowed THEN -m.mask ELSE m.mask END);
+END
+$function$;
+GRANT EXECUTE ON FUNCTION memgov.read_classes(boolean) TO memgov_writer, memgov_reviewer;
 
 GRANT EXECUTE ON FUNCTION memgov.retention_interval(text,text) TO memgov_admin;
 
@@ -489,7 +618,7 @@ END
 $function$;
 GRANT EXECUTE ON FUNCTION memgov.activate_policy(text,text,boolean) TO memgov_admin;
 
-CREATE OR REPLACE FUNCTION memgov.stage_policy(p_org_id text, p_version text, p_sha256 text, p_mode text, p_function_name text, p_source_yaml text, p_decide_body text, p_explain_body text, p_retention_body text, p_settings jsonb, p_rules jsonb)
+CREATE OR REPLACE FUNCTION memgov.stage_policy(p_org_id text, p_version text, p_sha256 text, p_mode text, p_function_name text, p_source_yaml text, p_decide_body text, p_explain_body text, p_retention_body text, p_settings jsonb, p_rules jsonb, p_read_body text DEFAULT NULL::text)
  RETURNS text
  LANGUAGE plpgsql
  SECURITY DEFINER
@@ -531,7 +660,8 @@ BEGIN
       FROM pg_catalog.pg_proc p
       LEFT JOIN memgov.policy_versions v ON v.function_name = p_function_name
      WHERE p.pronamespace = 'memgov'::regnamespace
-       AND p.proname IN (p_function_name, p_function_name || '_explain', p_function_name || '_retention')
+       AND p.proname IN (p_function_name, p_function_name || '_explain', p_function_name || '_retention',
+                         p_function_name || '_read')
      LIMIT 1;
     IF NOT FOUND THEN
         SELECT format('policy version %s of %s is recorded with it', v.version,
@@ -555,8 +685,13 @@ BEGIN
                 (p_function_name || '_explain', 'p_item memgov.long_term_memory_items, p_operation text, p_actor text',
                  'memgov.long_term_memory_items, text, text', 'jsonb', p_explain_body),
                 (p_function_name || '_retention', 'p_item memgov.long_term_memory_items',
-                 'memgov.long_term_memory_items', 'text', p_retention_body)) AS f(name, args, types, returns, body)
+                 'memgov.long_term_memory_items', 'text', p_retention_body),
+                (p_function_name || '_read', 'p_item memgov.long_term_memory_items, p_actor text',
+                 'memgov.long_term_memory_items, text', 'integer', p_read_body)) AS f(name, args, types, returns, body)
     LOOP
+        -- a policy whose reads cannot be decided ahead has no read class function (its reads
+        -- are decided row by row), and neither has a version compiled before read classes
+        CONTINUE WHEN v_function.body IS NULL AND v_function.name = p_function_name || '_read';
         IF v_function.body IS NULL THEN
             RAISE EXCEPTION 'the compiled policy has no body for %', v_function.name USING ERRCODE = '22023';
         END IF;
@@ -592,6 +727,22 @@ BEGIN
     RETURN p_version;
 END
 $function$;
+GRANT EXECUTE ON FUNCTION memgov.stage_policy(text,text,text,text,text,text,text,text,text,jsonb,jsonb,text) TO memgov_admin;
+
+CREATE OR REPLACE FUNCTION memgov.install_policy(p_org_id text, p_version text, p_sha256 text, p_mode text, p_function_name text, p_source_yaml text, p_decide_body text, p_explain_body text, p_retention_body text, p_settings jsonb, p_rules jsonb, p_read_body text DEFAULT NULL::text)
+ RETURNS text
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+BEGIN
+    RETURN memgov.activate_policy(p_org_id,
+        memgov.stage_policy(p_org_id, p_version, p_sha256, p_mode, p_function_name, p_source_yaml,
+                            p_decide_body, p_explain_body, p_retention_body, p_settings, p_rules,
+                            p_read_body));
+END
+$function$;
+GRANT EXECUTE ON FUNCTION memgov.install_policy(text,text,text,text,text,text,text,text,text,jsonb,jsonb,text) TO memgov_admin;
 
 CREATE OR REPLACE FUNCTION memgov.undeploy_policy(p_org_id text, p_version text)
  RETURNS text
@@ -708,9 +859,14 @@ BEGIN
             SELECT f.name, f.types
               FROM (VALUES (v_version.function_name, 'memgov.long_term_memory_items, text, text'),
                            (v_version.function_name || '_explain', 'memgov.long_term_memory_items, text, text'),
-                           (v_version.function_name || '_retention', 'memgov.long_term_memory_items'))
+                           (v_version.function_name || '_retention', 'memgov.long_term_memory_items'),
+                           (v_version.function_name || '_read', 'memgov.long_term_memory_items, text'))
                    AS f(name, types)
         LOOP
+            -- a version without a read class function (none recorded, none live) is as deployed
+            CONTINUE WHEN v_function.name = v_version.function_name || '_read'
+                      AND to_regprocedure(format('memgov.%I(%s)', v_function.name, v_function.types)) IS NULL
+                      AND (memgov.recorded_function(v_version.compiled_sql, v_function.name)).definition IS NULL;
             org_id := v_version.org_id;
             version := v_version.version;
             function_name := 'memgov.' || v_function.name;
@@ -966,14 +1122,17 @@ BEGIN
         v_engine := memgov.is_engine_write(v_batch);
     END IF;
     IF v_engine THEN
-        -- (a new text search configuration alone, from a deploy, is no change of the memory)
-        IF TG_OP = 'UPDATE' AND NEW.updated_at = OLD.updated_at AND NEW.search_config = OLD.search_config THEN
+        -- (a new text search configuration or read class alone, from a deploy, is no change
+        -- of the memory)
+        IF TG_OP = 'UPDATE' AND NEW.updated_at = OLD.updated_at AND NEW.search_config = OLD.search_config
+           AND NEW.read_class IS NOT DISTINCT FROM OLD.read_class THEN
             NEW.updated_at := pg_catalog.now();
         ELSIF TG_OP = 'INSERT' THEN
             NEW.search_config := memgov.search_config(NEW.org_id);
         END IF;
         NEW.expires_at := memgov.expiry_of(NEW.retention_policy, NEW.created_at);
         NEW.low_confidence_since := memgov.low_confidence_since(NEW);
+        NEW.read_class := memgov.read_class(NEW);
         RETURN NEW;
     END IF;
 
@@ -1042,6 +1201,10 @@ BEGIN
             v_decision := memgov.stricter(v_decision, v_forget);
         END IF;
     END IF;
+    -- who may read the row, as far as the row alone decides (sql/060_recall.sql): whatever a
+    -- statement said, from the row as it is stored (a held INSERT's status aside, which only
+    -- an UPDATE of the engine's changes, and that computes it again)
+    NEW.read_class := memgov.read_class(NEW);
     IF memgov.shadow_of(NEW.org_id) IS NOT NULL THEN
         v_shadow := memgov.judge_shadow(v_operation, NEW, CASE WHEN TG_OP = 'UPDATE' THEN OLD END, v_actor);
     END IF;
@@ -1937,6 +2100,13 @@ EXCEPTION WHEN object_not_in_prerequisite_state THEN
     RETURN false;
 END
 $function$;
+
+CREATE OR REPLACE FUNCTION memgov.read_allowed(p_status text, p_org_id text, p_read_class bigint, p_item memgov.long_term_memory_items, p_tenant text, p_allowed bigint[], p_refused bigint[])
+ RETURNS boolean
+ LANGUAGE sql
+ STABLE
+RETURN CASE WHEN ((NOT memgov.reads_governed(p_org_id)) OR (p_read_class IS NULL) OR (p_status = 'pending_approval'::text) OR (p_org_id IS DISTINCT FROM p_tenant)) THEN memgov.readable(p_status, p_org_id, p_item) WHEN (p_read_class = ANY (p_allowed)) THEN true WHEN (p_read_class = ANY (p_refused)) THEN memgov.written_here(p_item) ELSE memgov.readable(p_status, p_org_id, p_item) END;
+GRANT EXECUTE ON FUNCTION memgov.read_allowed(text,text,bigint,memgov.long_term_memory_items,text,bigint[],bigint[]) TO memgov_writer, memgov_reviewer;
 
 CREATE OR REPLACE FUNCTION memgov.standby_read_seal(p_read jsonb)
  RETURNS text
@@ -3051,6 +3221,10 @@ DROP FUNCTION memgov.record_write(text,memgov.long_term_memory_items,text,memgov
 
 DROP FUNCTION memgov.log_decision(text,uuid,text,text,memgov.decision);
 
+DROP FUNCTION memgov.install_policy(text,text,text,text,text,text,text,text,text,jsonb,jsonb);
+
+DROP FUNCTION memgov.stage_policy(text,text,text,text,text,text,text,text,text,jsonb,jsonb);
+
 DROP FUNCTION memgov.activate_policy(text,text);
 
 RESET ROLE;
@@ -3394,12 +3568,66 @@ CREATE INDEX standby_reads_received_at_idx ON memgov.standby_reads (received_at)
 REVOKE USAGE ON SCHEMA memgov FROM pg_monitor;
 GRANT USAGE ON SCHEMA memgov TO memgov_standby_logger;
 GRANT USAGE ON SCHEMA memgov TO pg_monitor;
+-- read classes (issue 26): a memory's read_class (sql/060_recall.sql) is what its tenant's
+-- policy lets each class of reader read, decided by the write trigger from the row alone and
+-- named by the deciding version's read_epoch; row level security trusts a class of the
+-- current epoch only. Versions deployed before have no read class function, so every row
+-- stays NULL (decided row by row, as before) until a deploy of a policy that has one.
+SET ROLE memgov_owner;
+ALTER TABLE memgov.policy_versions ADD COLUMN read_epoch integer GENERATED ALWAYS AS IDENTITY;
+ALTER TABLE memgov.long_term_memory_items ADD COLUMN read_class bigint;
+DROP POLICY governed_reads ON memgov.long_term_memory_items;
+DROP POLICY governed_updates ON memgov.long_term_memory_items;
+CREATE POLICY governed_reads ON memgov.long_term_memory_items
+    AS RESTRICTIVE FOR SELECT
+    TO memgov_writer, memgov_reviewer
+    USING (memgov.read_allowed(status, org_id, read_class, long_term_memory_items, (SELECT memgov.session_tenant()),
+                               (SELECT memgov.read_classes(true)), (SELECT memgov.read_classes(false))));
+CREATE POLICY governed_updates ON memgov.long_term_memory_items
+    AS RESTRICTIVE FOR UPDATE
+    TO memgov_writer, memgov_reviewer
+    USING (memgov.read_allowed(status, org_id, read_class, long_term_memory_items, (SELECT memgov.session_tenant()),
+                               (SELECT memgov.read_classes(true)), (SELECT memgov.read_classes(false))))
+    WITH CHECK (true);
 RESET ROLE;
 
 -- the schema says which revision it is at (0001_initial said none)
 COMMENT ON SCHEMA memgov IS 'memgov-pg: governed long-term memory of AI agents (schema revision 0002_second_release)';
 
 -- migrate:downgrade
+-- read classes (issue 26), undone: row level security decides every row again, the columns
+-- go, and so do the versions' read class functions (0001_initial names none)
+SET ROLE memgov_owner;
+DROP POLICY governed_reads ON memgov.long_term_memory_items;
+DROP POLICY governed_updates ON memgov.long_term_memory_items;
+CREATE POLICY governed_reads ON memgov.long_term_memory_items
+    AS RESTRICTIVE FOR SELECT
+    TO memgov_writer, memgov_reviewer
+    USING (memgov.readable(status, org_id, long_term_memory_items));
+CREATE POLICY governed_updates ON memgov.long_term_memory_items
+    AS RESTRICTIVE FOR UPDATE
+    TO memgov_writer, memgov_reviewer
+    USING (memgov.readable(status, org_id, long_term_memory_items))
+    WITH CHECK (true);
+ALTER TABLE memgov.long_term_memory_items DROP COLUMN read_class;
+ALTER TABLE memgov.policy_versions DROP COLUMN read_epoch;
+DO $read_functions$
+DECLARE
+    v_function  regprocedure;
+BEGIN
+    FOR v_function IN
+        SELECT pg_catalog.to_regprocedure(pg_catalog.format('memgov.%I(memgov.long_term_memory_items, text)',
+                                                            v.function_name || '_read'))
+          FROM memgov.policy_versions v
+    LOOP
+        IF v_function IS NOT NULL THEN
+            EXECUTE pg_catalog.format('DROP FUNCTION %s', v_function);
+        END IF;
+    END LOOP;
+END
+$read_functions$;
+RESET ROLE;
+
 -- audit: the seal covers the settings trail (issue 27), undone. 0001_initial's verification
 -- knows only 'memgov-seal-v1' hashes: a seal that covers the settings trail would read as
 -- altered there, so the downgrade refuses while one is left (archive them first); with none,
@@ -3797,6 +4025,21 @@ BEGIN
     RETURN p_version;
 END
 $function$;
+GRANT EXECUTE ON FUNCTION memgov.stage_policy(text,text,text,text,text,text,text,text,text,jsonb,jsonb) TO memgov_admin;
+
+CREATE OR REPLACE FUNCTION memgov.install_policy(p_org_id text, p_version text, p_sha256 text, p_mode text, p_function_name text, p_source_yaml text, p_decide_body text, p_explain_body text, p_retention_body text, p_settings jsonb, p_rules jsonb)
+ RETURNS text
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+BEGIN
+    RETURN memgov.activate_policy(p_org_id,
+        memgov.stage_policy(p_org_id, p_version, p_sha256, p_mode, p_function_name, p_source_yaml,
+                            p_decide_body, p_explain_body, p_retention_body, p_settings, p_rules));
+END
+$function$;
+GRANT EXECUTE ON FUNCTION memgov.install_policy(text,text,text,text,text,text,text,text,text,jsonb,jsonb) TO memgov_admin;
 
 CREATE OR REPLACE FUNCTION memgov.undeploy_policy(p_org_id text, p_version text)
  RETURNS text
@@ -5350,6 +5593,8 @@ DROP FUNCTION memgov.dblink_schema();
 
 DROP FUNCTION memgov.standby_read_seal(jsonb);
 
+DROP FUNCTION memgov.read_allowed(text,text,bigint,memgov.long_term_memory_items,text,bigint[],bigint[]);
+
 DROP FUNCTION memgov.row_token(memgov.long_term_memory_items,bigint);
 
 DROP FUNCTION memgov.refuse_read_only(text);
@@ -5382,7 +5627,17 @@ DROP FUNCTION memgov.policy_drift();
 
 DROP FUNCTION memgov.definition_drift(regprocedure,text,text);
 
+DROP FUNCTION memgov.install_policy(text,text,text,text,text,text,text,text,text,jsonb,jsonb,text);
+
+DROP FUNCTION memgov.stage_policy(text,text,text,text,text,text,text,text,text,jsonb,jsonb,text);
+
 DROP FUNCTION memgov.activate_policy(text,text,boolean);
+
+DROP FUNCTION memgov.read_classes(boolean);
+
+DROP FUNCTION memgov.read_epoch(text);
+
+DROP FUNCTION memgov.read_class(memgov.long_term_memory_items);
 
 DROP FUNCTION memgov.decide_definition();
 

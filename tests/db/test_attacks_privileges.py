@@ -224,7 +224,9 @@ SESSION_TENANT = {"memgov.session_tenant()", "memgov.binding_on()", "memgov.logi
 # tells it no more than a SELECT does (whether it may read a row of its own tenant)
 READABLE = {"memgov.readable(text,text,memgov.long_term_memory_items)", "memgov.reads_governed(text)",
             "memgov.get_allowed(memgov.long_term_memory_items)",
-            "memgov.written_here(memgov.long_term_memory_items)"}  # fmt: skip
+            "memgov.written_here(memgov.long_term_memory_items)",
+            "memgov.read_allowed(text,text,bigint,memgov.long_term_memory_items,text,bigint[],bigint[])",
+            "memgov.read_classes(boolean)"}  # fmt: skip
 RECALL = {"memgov.search(jsonb)", "memgov.get(uuid)"}
 # the end of a bulk statement lists its shared decisions' memories as the statement's role:
 # what it is handed it checks against the log and the rows (tests/db/test_bulk_decisions.py)
