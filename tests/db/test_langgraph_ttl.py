@@ -122,6 +122,16 @@ def test_writers_name_a_duration_never_a_time(su, writer):
         )
 
 
+def test_a_ttl_on_a_held_memory_is_a_forget_its_rules_refuse(su, writer, gwriter):
+    held = remember(writer, "held", kind="legal")  # legal-hold-no-forget denies its forget
+    with refused(su, "MG403"):
+        writer.execute("UPDATE memgov.long_term_memory_items SET ttl_minutes = 1 WHERE memory_id = %s", (held,))
+    theirs = remember(gwriter, "theirs", org=OTHER)
+    with unchanged(su, "a TTL on another tenant's memory"):
+        cur = writer.execute("UPDATE memgov.long_term_memory_items SET ttl_minutes = 1 WHERE memory_id = %s", (theirs,))
+        assert cur.rowcount == 0
+
+
 # -- refresh ---------------------------------------------------------------------------------
 
 
