@@ -361,3 +361,19 @@ def test_the_async_store_and_its_sweeper_task(su, memgov_dsn, logins):
             assert store_row(su, "a", "kept") is not None
 
     asyncio.run(main())
+
+
+def test_search_pages_over_live_items_only(su, memgov_dsn, logins):
+    with MemgovStore.from_conn_string(
+        login_dsn(memgov_dsn, logins.writer), org_id=ORG, ttl={"default_ttl": 10}
+    ) as store:
+        for key in ("c", "b", "expired", "a"):  # newest last
+            store.put(("page",), key, {"k": key})
+        expire(su, store_row(su, "page", "expired")["memory_id"])
+        assert [i.key for i in store.search(("page",), limit=2, offset=0)] == ["a", "b"]
+        assert [i.key for i in store.search(("page",), limit=2, offset=2)] == ["c"]
+        assert store.list_namespaces(prefix=("page",)) == [("page",)]
+        expired_only = ("page", "gone")
+        store.put(expired_only, "x", {"k": "x"})
+        expire(su, store_row(su, "page.gone", "x")["memory_id"])
+        assert expired_only not in store.list_namespaces(prefix=("page",))
