@@ -43,9 +43,10 @@ $$;
 -- active, has a TTL, has not expired (an expired memory is gone, even unswept) and that the
 -- caller may read (its get rules) expires ttl_minutes from now, or at its retention
 -- policy's expiry if that is sooner (the write trigger caps it). Returns how many it
--- refreshed. Not a decision of its own: it changes no content and extends a life only as
--- far as the TTL its writer set, within the retention promise; the read that asks for it
--- (memgov.get) is decided and logged. The memory's updated_at stays.
+-- refreshed (a memory being written meanwhile is not). Not a decision of its own: it
+-- changes no content and extends a life only as far as the TTL its writer set, within the
+-- retention promise; the read that asks for it (memgov.get) is decided and logged. The
+-- memory's updated_at stays.
 CREATE FUNCTION memgov.refresh_ttl(memory_ids uuid[])
 RETURNS integer
 LANGUAGE plpgsql
@@ -63,14 +64,20 @@ BEGIN
             USING ERRCODE = '22023';
     END IF;
     PERFORM memgov.engine_writes();  -- the trigger keeps the end set here (capped), nothing else
+    -- a memory another transaction is writing is passed over (SKIP LOCKED), never waited
+    -- for: that write starts its TTL again itself, or deletes it
     UPDATE memgov.long_term_memory_items AS m
        SET expires_at = now() + m.ttl_minutes * interval '1 minute'
-     WHERE m.memory_id = ANY (refresh_ttl.memory_ids) AND m.org_id = v_org_id
-       AND m.status = 'active' AND m.ttl_minutes IS NOT NULL
-       AND m.expires_at > now()
-       -- (an end the row has already, written in this transaction: no change to make)
-       AND m.expires_at <> now() + m.ttl_minutes * interval '1 minute'
-       AND (NOT v_governed OR memgov.get_allowed(m));
+     WHERE m.org_id = v_org_id
+       AND m.memory_id IN (
+           SELECT r.memory_id FROM memgov.long_term_memory_items r
+            WHERE r.memory_id = ANY (refresh_ttl.memory_ids) AND r.org_id = v_org_id
+              AND r.status = 'active' AND r.ttl_minutes IS NOT NULL
+              AND r.expires_at > now()
+              -- (an end the row has already, written in this transaction: no change to make)
+              AND r.expires_at <> now() + r.ttl_minutes * interval '1 minute'
+              AND (NOT v_governed OR memgov.get_allowed(r))
+              FOR UPDATE SKIP LOCKED);
     GET DIAGNOSTICS v_refreshed = ROW_COUNT;
     PERFORM memgov.engine_writes_done();
     RETURN v_refreshed;
