@@ -95,6 +95,7 @@ _IN_PYTHON: Final = (
     "and both check a tenant id (check_tenant_id) before they connect"
 )
 _RLS: Final = "row level security's read test"
+_STORE: Final = "the LangGraph store's (memgov_pg.langgraph: refresh_ttl on reads, its TTL sweeper)"
 _SESSION_TENANT: Final = "session_tenant(), inlined into its callers' queries,"
 
 CLIENT_FUNCTIONS: Final[tuple[ClientFunction, ...]] = (
@@ -112,6 +113,12 @@ CLIENT_FUNCTIONS: Final[tuple[ClientFunction, ...]] = (
             ("22023", "42501"), "forgets every memory of a tenant that a filter matches (an erasure request)"),
     _called("apply_retention", _MEMORY, "jsonb", _ALL, ("MG404", "MG409"),
             "the sweep's rules applied to one memory now", engine="apply_retention_policy"),
+    ClientFunction("refresh_ttl", (Arg("memory_ids", "uuid[]"),), "integer", (WRITER, ADMIN), ("22023", "42501"),
+                   "starts the TTL of the session tenant's live, readable memories again",
+                   query="store_refresh_ttl", omitted=_STORE),
+    ClientFunction("sweep_expired", (Arg("batch_size", "integer", "1000"),), "integer", (WRITER, ADMIN),
+                   ("22023", "42501"), "deletes and logs a batch of the session tenant's expired memories",
+                   query="store_sweep_expired", omitted=_STORE),
     # -- governed reads
     _called("search", (Arg("query", "jsonb", "'{}'::jsonb"),), _RECALLED, _ALL, ("MG403", "22023", "42501", "25006"),
             "the session tenant's memories that match a query, best first"),

@@ -14,7 +14,9 @@ read back exactly). A put is ``memgov.remember`` (an update when the key exists)
 level security, which applies the tenant's get rules. A denied put or delete raises
 :class:`~memgov_pg.errors.PolicyDeniedError` (its log row stays), a quarantined put
 :class:`~memgov_pg.errors.QuarantinedError`; a held put returns and stays invisible until a
-reviewer approves it. Needs the extra ``memgov-pg[langgraph]``.
+reviewer approves it. A put's ``ttl`` (and ``ttl=``'s ``default_ttl``) becomes the memory's
+``ttl_minutes``, from which the engine sets its expiry (:mod:`memgov_pg.langgraph_ttl`, with the
+sweeper). Needs the extra ``memgov-pg[langgraph]``.
 """
 
 from __future__ import annotations
@@ -47,6 +49,7 @@ from psycopg_pool import AsyncConnectionPool, ConnectionPool
 from .decisions import Decision
 from .engine import _translate
 from .errors import ConflictError, MemgovError, NotFoundError
+from .langgraph_ttl import AsyncTTL, SyncTTL, check_ttl_config, ttl_minutes
 from .resources import query
 from .tenants import check_tenant_id
 
@@ -144,6 +147,12 @@ def _list_params(org_id: str, op: ListNamespacesOp) -> dict[str, Any]:
     return {"org_id": org_id, "max_depth": op.max_depth, "patterns": patterns, "limit": op.limit, "offset": op.offset}
 
 
+def _to_refresh(refresh: list[Any], op: GetOp | SearchOp, rows: Iterable[Mapping[str, Any]]) -> None:
+    """Adds the memories a read returned that have a TTL, when the read refreshes it."""
+    if op.refresh_ttl:
+        refresh.extend(r["memory_id"] for r in rows if r["ttl_minutes"] is not None)
+
+
 def _item(namespace: tuple[str, ...], row: Mapping[str, Any]) -> Item:
     return Item(
         namespace=namespace,
@@ -176,6 +185,7 @@ def _remember_item(org_id: str, op: PutOp, described: Mapping[str, Any]) -> Json
             "namespace": _namespace_text(op.namespace),
             "item_key": op.key,
             "fact_text": _value_text(op.value or {}),
+            "ttl_minutes": ttl_minutes(op.ttl),
             **described,
         }
     )
@@ -183,8 +193,8 @@ def _remember_item(org_id: str, op: PutOp, described: Mapping[str, Any]) -> Json
 
 def _pending(op: PutOp) -> MemgovError:
     return ConflictError(
-        f"item {op.key!r} of namespace {op.namespace!r} is pending approval and cannot change",
-        hint="a reviewer approves or denies it first (memgov approvals)",
+        f"item {op.key!r} of namespace {op.namespace!r} is pending approval, or expired and held, and cannot change",
+        hint="a reviewer approves or denies it first (memgov approvals); a held expired item waits for its hold",
     )
 
 
@@ -210,14 +220,14 @@ class _Common:
         if index:
             raise NotImplementedError("MemgovStore has no semantic search yet (index=): docs/langgraph.md")
         self.index_config = None
-        self.ttl_config = ttl
+        self.ttl_config = check_ttl_config(ttl)
         self.describe = describe
 
 
-class MemgovStore(_Common, BaseStore):
+class MemgovStore(_Common, SyncTTL, BaseStore):
     """LangGraph's ``BaseStore`` on memgov, over a psycopg connection or pool (see the module)."""
 
-    supports_ttl = False
+    supports_ttl = True
 
     def __init__(
         self,
@@ -286,14 +296,6 @@ class MemgovStore(_Common, BaseStore):
         with self._transaction() as cur:
             _check_ready(cur.execute(query("store_ready")).fetchone())
 
-    def start_ttl_sweeper(self, sweep_interval_minutes: int | None = None) -> Any:
-        """Not supported yet: docs/langgraph.md."""
-        raise NotImplementedError("MemgovStore has no TTL yet: docs/langgraph.md")
-
-    def stop_ttl_sweeper(self, timeout: float | None = None) -> bool:
-        """Nothing to stop: there is no sweeper."""
-        return True
-
     def batch(self, ops: Iterable[Op]) -> list[Result]:
         """Run ``ops`` (reads in one transaction, each put in its own); results in order."""
         ordered, count = _group(ops)
@@ -301,20 +303,26 @@ class MemgovStore(_Common, BaseStore):
         reads = [(i, op) for i, op in ordered if not isinstance(op, PutOp)]
         if reads:
             with self._transaction() as cur:
+                refresh: list[Any] = []
                 for idx, op in reads:
-                    results[idx] = self._read(cur, op)
+                    results[idx] = self._read(cur, op, refresh)
+                if refresh:  # the TTLs of what the reads returned start again, in their transaction
+                    cur.execute(query("store_refresh_ttl"), {"memory_ids": refresh})
         for _, put in ordered:
             if isinstance(put, PutOp):
                 self._put(put)
         return results
 
-    def _read(self, cur: psycopg.Cursor[Any], op: Op) -> Result:
+    def _read(self, cur: psycopg.Cursor[Any], op: Op, refresh: list[Any]) -> Result:
         if isinstance(op, GetOp):
             params = {"org_id": self.org_id, "namespace": _namespace_text(op.namespace), "keys": [op.key]}
             rows = cur.execute(query("store_get"), params).fetchall()
+            _to_refresh(refresh, op, rows)
             return _item(op.namespace, rows[0]) if rows else None
         if isinstance(op, SearchOp):
-            return [_search_item(r) for r in cur.execute(query("store_search"), _search_params(self.org_id, op))]
+            rows = cur.execute(query("store_search"), _search_params(self.org_id, op)).fetchall()
+            _to_refresh(refresh, op, rows)
+            return [_search_item(r) for r in rows]
         assert isinstance(op, ListNamespacesOp)
         rows = cur.execute(query("store_list_namespaces"), _list_params(self.org_id, op)).fetchall()
         return [tuple(r["namespace"].split(".")) for r in rows]
@@ -340,6 +348,7 @@ class MemgovStore(_Common, BaseStore):
                     "org_id": self.org_id,
                     "memory_id": row["memory_id"],
                     "fact_text": _value_text(op.value),
+                    "ttl_minutes": ttl_minutes(op.ttl),
                     **described,
                 }
                 cur.execute(query("store_update"), params)
@@ -349,7 +358,7 @@ class MemgovStore(_Common, BaseStore):
         return decision
 
     def _put(self, op: PutOp) -> None:
-        for attempt in (1, 2):
+        for attempt in (1, 2, 3):
             try:
                 decision = self._put_once(op)
                 break
@@ -357,6 +366,8 @@ class MemgovStore(_Common, BaseStore):
                 if isinstance(exc.__cause__, psycopg.errors.UniqueViolation):
                     if attempt == 1:
                         continue  # another put of the key committed first: now an update
+                    if attempt == 2 and self.sweep_ttl():
+                        continue  # an expired item, unswept, held the key
                     raise _pending(op) from exc.__cause__
                 if isinstance(exc, NotFoundError) and op.value is None:
                     return  # another delete forgot it first
@@ -369,10 +380,10 @@ class MemgovStore(_Common, BaseStore):
         return await asyncio.get_running_loop().run_in_executor(None, self.batch, list(ops))
 
 
-class AsyncMemgovStore(_Common, BaseStore):
+class AsyncMemgovStore(_Common, AsyncTTL, BaseStore):
     """:class:`MemgovStore` for asyncio, over an async connection or pool."""
 
-    supports_ttl = False
+    supports_ttl = True
 
     def __init__(
         self,
@@ -442,14 +453,6 @@ class AsyncMemgovStore(_Common, BaseStore):
             await cur.execute(query("store_ready"))
             _check_ready(await cur.fetchone())
 
-    async def start_ttl_sweeper(self, sweep_interval_minutes: int | None = None) -> Any:
-        """Not supported yet: docs/langgraph.md."""
-        raise NotImplementedError("AsyncMemgovStore has no TTL yet: docs/langgraph.md")
-
-    async def stop_ttl_sweeper(self, timeout: float | None = None) -> bool:
-        """Nothing to stop: there is no sweeper."""
-        return True
-
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
         """Like :meth:`MemgovStore.batch`."""
         ordered, count = _group(ops)
@@ -457,22 +460,28 @@ class AsyncMemgovStore(_Common, BaseStore):
         reads = [(i, op) for i, op in ordered if not isinstance(op, PutOp)]
         if reads:
             async with self._transaction() as cur:
+                refresh: list[Any] = []
                 for idx, op in reads:
-                    results[idx] = await self._read(cur, op)
+                    results[idx] = await self._read(cur, op, refresh)
+                if refresh:  # the TTLs of what the reads returned start again, in their transaction
+                    await cur.execute(query("store_refresh_ttl"), {"memory_ids": refresh})
         for _, put in ordered:
             if isinstance(put, PutOp):
                 await self._put(put)
         return results
 
-    async def _read(self, cur: psycopg.AsyncCursor[Any], op: Op) -> Result:
+    async def _read(self, cur: psycopg.AsyncCursor[Any], op: Op, refresh: list[Any]) -> Result:
         if isinstance(op, GetOp):
             params = {"org_id": self.org_id, "namespace": _namespace_text(op.namespace), "keys": [op.key]}
             await cur.execute(query("store_get"), params)
             rows = await cur.fetchall()
+            _to_refresh(refresh, op, rows)
             return _item(op.namespace, rows[0]) if rows else None
         if isinstance(op, SearchOp):
             await cur.execute(query("store_search"), _search_params(self.org_id, op))
-            return [_search_item(r) for r in await cur.fetchall()]
+            rows = await cur.fetchall()
+            _to_refresh(refresh, op, rows)
+            return [_search_item(r) for r in rows]
         assert isinstance(op, ListNamespacesOp)
         await cur.execute(query("store_list_namespaces"), _list_params(self.org_id, op))
         return [tuple(r["namespace"].split(".")) for r in await cur.fetchall()]
@@ -500,6 +509,7 @@ class AsyncMemgovStore(_Common, BaseStore):
                     "org_id": self.org_id,
                     "memory_id": row["memory_id"],
                     "fact_text": _value_text(op.value),
+                    "ttl_minutes": ttl_minutes(op.ttl),
                     **described,
                 }
                 await cur.execute(query("store_update"), params)
@@ -510,7 +520,7 @@ class AsyncMemgovStore(_Common, BaseStore):
         return decision
 
     async def _put(self, op: PutOp) -> None:
-        for attempt in (1, 2):
+        for attempt in (1, 2, 3):
             try:
                 decision = await self._put_once(op)
                 break
@@ -518,6 +528,8 @@ class AsyncMemgovStore(_Common, BaseStore):
                 if isinstance(exc.__cause__, psycopg.errors.UniqueViolation):
                     if attempt == 1:
                         continue  # another put of the key committed first: now an update
+                    if attempt == 2 and await self.sweep_ttl():
+                        continue  # an expired item, unswept, held the key
                     raise _pending(op) from exc.__cause__
                 if isinstance(exc, NotFoundError) and op.value is None:
                     return  # another delete forgot it first

@@ -227,6 +227,8 @@ class MemoryItem(Base):
     # where a LangGraph store keeps the memory (memgov_pg.langgraph): set on INSERT only
     namespace: Mapped[str | None] = mapped_column(Text)
     item_key: Mapped[str | None] = mapped_column(Text)
+    # a time to live in minutes its writer gives it; the engine sets expires_at from it
+    ttl_minutes: Mapped[int | None] = mapped_column(_domain("ttl_minutes", Integer()))
 
     @validates(*ENGINE_COLUMNS)
     def _engine_owned(self, key: str, value: Any) -> Any:

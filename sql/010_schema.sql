@@ -27,6 +27,7 @@ CREATE DOMAIN memgov.retention_kind AS text
     CHECK (VALUE IN ('permanent_until_revoked', 'ttl_7d', 'ttl_30d', 'confidence_based'));
 CREATE DOMAIN memgov.metadata_object AS jsonb CHECK (jsonb_typeof(VALUE) = 'object');
 CREATE DOMAIN memgov.memory_status AS text CHECK (VALUE IN ('active', 'pending_approval'));
+CREATE DOMAIN memgov.ttl_minutes AS integer CHECK (VALUE > 0);
 
 -- The governed table: what agents INSERT, UPDATE and DELETE.
 CREATE TABLE memgov.long_term_memory_items (
@@ -60,6 +61,10 @@ CREATE TABLE memgov.long_term_memory_items (
     -- namespace's labels joined with '.', and its key; NULL for every other memory
     namespace            text,
     item_key             text,
+    -- a time to live its writer gave it, in whole minutes (a LangGraph store's ttl): the
+    -- engine sets expires_at from it at each write and refresh (memgov.item_expiry), never
+    -- past the retention policy's expiry; NULL: none
+    ttl_minutes          memgov.ttl_minutes,
     -- the row's read class (sql/060_recall.sql): which readers its tenant's policy lets read
     -- it, decided by the write trigger from the row alone, with the version it was decided by
     read_class           bigint,
@@ -95,9 +100,9 @@ CREATE UNIQUE INDEX long_term_memory_items_store_key_idx
 GRANT SELECT ON memgov.long_term_memory_items TO memgov_writer, memgov_reviewer, memgov_admin;
 GRANT INSERT (memory_id, org_id, project_id, agent_id, subject_id, session_id, category, fact_text,
               source, confidence, is_sensitive, retention_policy, context_source, metadata,
-              namespace, item_key),
+              namespace, item_key, ttl_minutes),
       UPDATE (project_id, agent_id, subject_id, session_id, category, fact_text,
-              source, confidence, is_sensitive, retention_policy, context_source, metadata)
+              source, confidence, is_sensitive, retention_policy, context_source, metadata, ttl_minutes)
     ON memgov.long_term_memory_items TO memgov_writer, memgov_admin;
 ALTER TABLE memgov.long_term_memory_items ENABLE ROW LEVEL SECURITY;
 CREATE POLICY tenant_isolation ON memgov.long_term_memory_items

@@ -30,17 +30,7 @@ CREATE TYPE memgov.write_outcome AS (
     quarantine_id   uuid
 );
 
--- Expiry of a row under its retention policy (NULL: no automatic expiry). STABLE, as
--- timestamptz + interval is (days follow the session's time zone): the planner inlines it.
-CREATE FUNCTION memgov.expiry_of(p_retention_policy text, p_created_at timestamptz)
-RETURNS timestamptz
-LANGUAGE sql STABLE PARALLEL SAFE
-AS $$
-    SELECT CASE p_retention_policy
-               WHEN 'ttl_7d'  THEN p_created_at + interval '7 days'
-               WHEN 'ttl_30d' THEN p_created_at + interval '30 days'
-           END
-$$;
+-- A row's expiry, memgov.item_expiry (its retention policy's, or its TTL's): sql/075_ttl.sql.
 
 -- Since when a confidence_based row has been below its tenant's confidence_floor (NULL: it is not).
 CREATE FUNCTION memgov.low_confidence_since(p_item memgov.long_term_memory_items)
@@ -110,13 +100,14 @@ BEGIN
 END
 $$;
 
--- Whether a change of retention makes a memory's life shorter (it may then be deleted sooner).
+-- Whether a change of retention or of TTL makes a memory's life shorter (it may then be deleted sooner).
 CREATE FUNCTION memgov.shortens_life(p_old memgov.long_term_memory_items, p_new memgov.long_term_memory_items)
 RETURNS boolean
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
 AS $$
-    SELECT p_new.retention_policy IS DISTINCT FROM p_old.retention_policy
-           AND p_new.retention_policy <> 'permanent_until_revoked'
+    SELECT (p_new.retention_policy IS DISTINCT FROM p_old.retention_policy
+            AND p_new.retention_policy <> 'permanent_until_revoked'
+            OR p_new.ttl_minutes IS DISTINCT FROM p_old.ttl_minutes AND p_new.ttl_minutes IS NOT NULL)
            AND NOT (p_new.expires_at IS NOT NULL AND p_old.expires_at IS NOT NULL
                     AND p_new.expires_at >= p_old.expires_at)
 $$;
@@ -437,14 +428,17 @@ BEGIN
     END IF;
     IF v_engine THEN
         -- (a new text search configuration or read class alone, from a deploy, is no change
-        -- of the memory)
+        -- of the memory; nor is a new expires_at, which only memgov.refresh_ttl sets: a TTL's
+        -- refresh)
         IF TG_OP = 'UPDATE' AND NEW.updated_at = OLD.updated_at AND NEW.search_config = OLD.search_config
-           AND NEW.read_class IS NOT DISTINCT FROM OLD.read_class THEN
+           AND NEW.read_class IS NOT DISTINCT FROM OLD.read_class
+           AND NEW.expires_at IS NOT DISTINCT FROM OLD.expires_at THEN
             NEW.updated_at := pg_catalog.now();
         ELSIF TG_OP = 'INSERT' THEN
             NEW.search_config := memgov.search_config(NEW.org_id);
         END IF;
-        NEW.expires_at := memgov.expiry_of(NEW.retention_policy, NEW.created_at);
+        -- the TTL runs on to the end the row has (a refresh's, the held write's), else from now
+        NEW.expires_at := memgov.item_expiry(NEW, coalesce(NEW.expires_at, pg_catalog.now() + NEW.ttl_minutes * interval '1 minute'));
         NEW.low_confidence_since := memgov.low_confidence_since(NEW);
         NEW.read_class := memgov.read_class(NEW);
         RETURN NEW;
@@ -472,7 +466,7 @@ BEGIN
         END IF;
         NEW.created_at := pg_catalog.now();
         NEW.updated_at := NEW.created_at;
-        NEW.expires_at := memgov.expiry_of(NEW.retention_policy, NEW.created_at);
+        NEW.expires_at := memgov.item_expiry(NEW, NEW.updated_at + NEW.ttl_minutes * interval '1 minute');
         IF NEW.retention_policy = 'confidence_based' THEN
             NEW.low_confidence_since := memgov.low_confidence_since(NEW);
         END IF;
@@ -495,7 +489,7 @@ BEGIN
         END IF;
         NEW.created_at := OLD.created_at;
         NEW.updated_at := pg_catalog.now();
-        NEW.expires_at := memgov.expiry_of(NEW.retention_policy, NEW.created_at);
+        NEW.expires_at := memgov.item_expiry(NEW, NEW.updated_at + NEW.ttl_minutes * interval '1 minute');
         NEW.status := OLD.status;
         NEW.last_confirmed_at := OLD.last_confirmed_at;
         NEW.low_confidence_since := OLD.low_confidence_since;
@@ -791,11 +785,11 @@ BEGIN
     INSERT INTO memgov.long_term_memory_items
            (memory_id, org_id, project_id, agent_id, subject_id, session_id, category, fact_text,
             source, confidence, is_sensitive, retention_policy, context_source, metadata,
-            namespace, item_key)
+            namespace, item_key, ttl_minutes)
     VALUES (coalesce(v_row.memory_id, gen_random_uuid()), v_row.org_id, v_row.project_id,
             v_row.agent_id, v_row.subject_id, v_row.session_id, v_row.category, v_row.fact_text,
             v_row.source, v_row.confidence, v_row.is_sensitive, v_row.retention_policy,
-            v_row.context_source, v_row.metadata, v_row.namespace, v_row.item_key);
+            v_row.context_source, v_row.metadata, v_row.namespace, v_row.item_key, v_row.ttl_minutes);
     v_outcome := current_setting('memgov.last_outcome', true);
     PERFORM set_config('memgov.capture', '', true);
     PERFORM set_config('memgov.on_deny', '', true);

@@ -138,12 +138,14 @@ BEGIN
                 INSERT INTO memgov.long_term_memory_items
                        (memory_id, org_id, project_id, agent_id, subject_id, session_id, category,
                         fact_text, source, confidence, is_sensitive, retention_policy, context_source,
-                        metadata, status, created_at, updated_at, policy_version, decision_id)
+                        metadata, status, created_at, updated_at, policy_version, decision_id,
+                        namespace, item_key, ttl_minutes)
                 VALUES (p_item.memory_id, p_item.org_id, p_item.project_id, p_item.agent_id,
                         p_item.subject_id, p_item.session_id, p_item.category, p_item.fact_text,
                         p_item.source, p_item.confidence, p_item.is_sensitive, p_item.retention_policy,
                         p_item.context_source, p_item.metadata, 'active', p_item.created_at,
-                        p_item.created_at, p_policy_version, p_decision_id);
+                        p_item.created_at, p_policy_version, p_decision_id,
+                        p_item.namespace, p_item.item_key, p_item.ttl_minutes);
             EXCEPTION WHEN unique_violation THEN
                 RAISE EXCEPTION 'memgov: memory % exists already; the quarantined write is not applied',
                                 p_item.memory_id
@@ -157,7 +159,8 @@ BEGIN
                category = p_item.category, fact_text = p_item.fact_text, source = p_item.source,
                confidence = p_item.confidence, is_sensitive = p_item.is_sensitive,
                retention_policy = p_item.retention_policy, context_source = p_item.context_source,
-               metadata = p_item.metadata, policy_version = p_policy_version, decision_id = p_decision_id
+               metadata = p_item.metadata, ttl_minutes = p_item.ttl_minutes,
+               policy_version = p_policy_version, decision_id = p_decision_id
          WHERE m.memory_id = p_item.memory_id AND m.org_id = p_item.org_id
            AND m.status = 'active';
     WHEN 'forget' THEN

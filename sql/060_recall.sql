@@ -538,6 +538,18 @@ CREATE POLICY governed_updates ON memgov.long_term_memory_items
     USING (memgov.read_allowed(status, org_id, read_class, long_term_memory_items, (SELECT memgov.session_tenant()),
                                (SELECT memgov.read_classes(true)), (SELECT memgov.read_classes(false))))
     WITH CHECK (true);
+-- An expired memory is gone for its readers from the moment it expires, swept or not
+-- (memgov.search and memgov.get skip it themselves): a writer's or reviewer's SELECT does not
+-- see it, and an UPDATE does not reach it (a write would start its TTL again, sql/075_ttl.sql).
+CREATE POLICY unexpired_reads ON memgov.long_term_memory_items
+    AS RESTRICTIVE FOR SELECT
+    TO memgov_writer, memgov_reviewer
+    USING (expires_at IS NULL OR expires_at > pg_catalog.now());
+CREATE POLICY unexpired_updates ON memgov.long_term_memory_items
+    AS RESTRICTIVE FOR UPDATE
+    TO memgov_writer, memgov_reviewer
+    USING (expires_at IS NULL OR expires_at > pg_catalog.now())
+    WITH CHECK (true);
 
 -- Privileges: recall is every memgov role's; row level security calls read_allowed,
 -- readable, reads_governed (executable, to be inlined), get_allowed, written_here and

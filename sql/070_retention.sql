@@ -1,6 +1,6 @@
 -- memgov: retention (docs/retention.md). What is deleted, and when:
 --
---   ttl_7d / ttl_30d    expires_at (created_at + 7 / 30 days) has passed      memgov.ttl_due
+--   ttl_7d / ttl_30d, a ttl_minutes   expires_at (memgov.item_expiry) has passed   memgov.ttl_due
 --   confidence_based    below the policy's confidence_floor for confidence_grace  memgov.confidence_due
 --   any but permanent   an auto_delete rule of the tenant's active policy matches  memgov.auto_delete_due
 --   permanent_until_revoked   never by any automatic process
@@ -83,12 +83,12 @@ GRANT SELECT ON memgov.maintenance_runs TO memgov_admin;
 -- planner inlines them into the sweep's queries (and uses the indexes on expires_at and
 -- low_confidence_since).
 
--- Whether a memory's TTL has run out.
+-- Whether a memory's TTL has run out: its retention policy's, or the ttl_minutes its writer gave it.
 CREATE FUNCTION memgov.ttl_due(p_item memgov.long_term_memory_items)
 RETURNS boolean
 LANGUAGE sql STABLE PARALLEL SAFE
 AS $$
-    SELECT p_item.expires_at <= pg_catalog.now() AND p_item.retention_policy <> 'permanent_until_revoked'
+    SELECT p_item.expires_at <= pg_catalog.now() AND (p_item.retention_policy <> 'permanent_until_revoked' OR p_item.ttl_minutes IS NOT NULL)
 $$;
 
 -- Whether a confidence_based memory has been below its tenant's confidence_floor for the
@@ -362,7 +362,7 @@ AS $$
             'approvals', (SELECT count(*) FROM memgov.approval_requests r WHERE memgov.approval_expired(r))))
       FROM (SELECT memgov.due_reason(m) AS reason
               FROM memgov.long_term_memory_items m
-             WHERE m.retention_policy <> 'permanent_until_revoked') AS d
+             WHERE m.retention_policy <> 'permanent_until_revoked' OR m.ttl_minutes IS NOT NULL) AS d
 $$;
 
 -- The backend whose run holds the maintenance lease now (NULL: none).

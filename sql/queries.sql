@@ -756,8 +756,9 @@ SELECT EXISTS (SELECT FROM pg_catalog.pg_attribute a
        AND pg_catalog.has_function_privilege('memgov.remember(jsonb)', 'EXECUTE') AS may_write;
 
 -- name: store_get
--- GetOp: the items of one namespace by key, each a governed get (memgov.get: decided and logged).
-SELECT m.item_key AS key, r.fact_text AS value, r.created_at, r.updated_at
+-- GetOp: the items of one namespace by key, each a governed get (memgov.get: decided and logged);
+-- memory_id and ttl_minutes say which to refresh (store_refresh_ttl).
+SELECT m.item_key AS key, r.fact_text AS value, r.created_at, r.updated_at, m.memory_id, m.ttl_minutes
   FROM memgov.long_term_memory_items m
  CROSS JOIN LATERAL memgov.get(m.memory_id) r
  WHERE m.org_id = %(org_id)s AND m.namespace = %(namespace)s AND m.item_key = ANY (%(keys)s::text[])
@@ -780,7 +781,7 @@ SELECT set_config('memgov.capture', 'on', true), set_config('memgov.on_deny', 's
 UPDATE memgov.long_term_memory_items m
    SET fact_text = %(fact_text)s, category = %(category)s, source = %(source)s,
        confidence = %(confidence)s, is_sensitive = %(is_sensitive)s, subject_id = %(subject_id)s,
-       project_id = %(project_id)s, agent_id = %(agent_id)s
+       project_id = %(project_id)s, agent_id = %(agent_id)s, ttl_minutes = %(ttl_minutes)s
  WHERE m.memory_id = %(memory_id)s AND m.org_id = %(org_id)s;
 
 -- name: store_last_outcome
@@ -795,6 +796,7 @@ SELECT nullif(current_setting('memgov.last_outcome', true), '')::jsonb AS decisi
 -- JSON type, so numbers compare as numbers), newest first, or with a query the best
 -- full-text matches first (score: ts_rank_cd normalised to 0..1).
 SELECT m.namespace, m.item_key AS key, m.fact_text AS value, m.created_at, m.updated_at,
+       m.memory_id, m.ttl_minutes,
        CASE WHEN %(query)s::text IS NOT NULL
             THEN ts_rank_cd(m.search_vector, websearch_to_tsquery(m.search_config, %(query)s::text), 32)::float8
        END AS score
@@ -857,3 +859,11 @@ SELECT r.rolname AS role, r.rolcanlogin AS can_login, r.rolsuper AS superuser,
 -- asked only where the foreign server memgov_primary exists (NULL: not set up).
 SELECT CASE WHEN EXISTS (SELECT FROM pg_catalog.pg_foreign_server s WHERE s.srvname = 'memgov_primary')
             THEN memgov.standby_logger_status() END AS status;
+-- name: store_refresh_ttl
+-- A read with refresh_ttl: the TTL of the items it returned starts again (the engine sets
+-- expires_at, never past the retention policy's; expired items stay expired).
+SELECT memgov.refresh_ttl(%(memory_ids)s::uuid[]) AS refreshed;
+
+-- name: store_sweep_expired
+-- The store's TTL sweeper: one batch of its tenant's expired memories deleted and logged.
+SELECT memgov.sweep_expired(%(batch_size)s) AS deleted;

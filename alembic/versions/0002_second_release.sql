@@ -136,6 +136,31 @@ ALTER TABLE memgov.decision_log_seals
         CHECK ((settings_change_id IS NULL) = (settings_hash IS NULL));
 RESET ROLE;
 
+-- langgraph store (issue 29): an item's columns, which the routines below name. Its
+-- namespace and key, one memory per (tenant, namespace, key) (index and grants after the
+-- routines); and its time to live in whole minutes (ttl_minutes), from which the write trigger
+-- sets expires_at (memgov.item_expiry: never past the retention policy's expiry).
+-- (a column of a domain with a CHECK is checked against the rows there are, which
+-- memgov.readable's SQL body refuses, as above: its stand-in again for the change)
+SET ROLE memgov_owner;
+CREATE DOMAIN memgov.ttl_minutes AS integer CHECK (VALUE > 0);
+CREATE OR REPLACE FUNCTION memgov.readable(p_status text, p_org_id text, p_item memgov.long_term_memory_items)
+RETURNS boolean LANGUAGE plpgsql STABLE AS $stub$ BEGIN RETURN false; END $stub$;
+ALTER TABLE memgov.long_term_memory_items
+    ADD COLUMN namespace text,
+    ADD COLUMN item_key text,
+    ADD COLUMN ttl_minutes memgov.ttl_minutes;
+CREATE OR REPLACE FUNCTION memgov.readable(p_status text, p_org_id text, p_item memgov.long_term_memory_items)
+RETURNS boolean
+LANGUAGE sql STABLE
+RETURN CASE WHEN p_status = 'pending_approval'
+            THEN pg_catalog.pg_has_role('memgov_reviewer', 'MEMBER') OR memgov.written_here(p_item)
+            WHEN memgov.reads_governed(p_org_id)
+            THEN memgov.get_allowed(p_item) OR memgov.written_here(p_item)
+            ELSE true
+       END;
+RESET ROLE;
+
 -- generated routines: begin (scripts/revision-sql; do not edit)
 SET ROLE memgov_owner;
 
@@ -909,6 +934,18 @@ BEGIN
 END
 $function$;
 
+CREATE OR REPLACE FUNCTION memgov.shortens_life(p_old memgov.long_term_memory_items, p_new memgov.long_term_memory_items)
+ RETURNS boolean
+ LANGUAGE sql
+ IMMUTABLE PARALLEL SAFE
+AS $function$
+    SELECT (p_new.retention_policy IS DISTINCT FROM p_old.retention_policy
+            AND p_new.retention_policy <> 'permanent_until_revoked'
+            OR p_new.ttl_minutes IS DISTINCT FROM p_old.ttl_minutes AND p_new.ttl_minutes IS NOT NULL)
+           AND NOT (p_new.expires_at IS NOT NULL AND p_old.expires_at IS NOT NULL
+                    AND p_new.expires_at >= p_old.expires_at)
+$function$;
+
 CREATE OR REPLACE FUNCTION memgov.log_decision(p_operation text, p_memory_id uuid, p_org_id text, p_actor text, p_decision memgov.decision, p_fingerprint text DEFAULT NULL::text, p_returned integer DEFAULT NULL::integer, p_withheld integer DEFAULT NULL::integer, p_login text DEFAULT NULL::text)
  RETURNS bigint
  LANGUAGE plpgsql
@@ -1123,14 +1160,17 @@ BEGIN
     END IF;
     IF v_engine THEN
         -- (a new text search configuration or read class alone, from a deploy, is no change
-        -- of the memory)
+        -- of the memory; nor is a new expires_at, which only memgov.refresh_ttl sets: a TTL's
+        -- refresh)
         IF TG_OP = 'UPDATE' AND NEW.updated_at = OLD.updated_at AND NEW.search_config = OLD.search_config
-           AND NEW.read_class IS NOT DISTINCT FROM OLD.read_class THEN
+           AND NEW.read_class IS NOT DISTINCT FROM OLD.read_class
+           AND NEW.expires_at IS NOT DISTINCT FROM OLD.expires_at THEN
             NEW.updated_at := pg_catalog.now();
         ELSIF TG_OP = 'INSERT' THEN
             NEW.search_config := memgov.search_config(NEW.org_id);
         END IF;
-        NEW.expires_at := memgov.expiry_of(NEW.retention_policy, NEW.created_at);
+        -- the TTL runs on to the end the row has (a refresh's, the held write's), else from now
+        NEW.expires_at := memgov.item_expiry(NEW, coalesce(NEW.expires_at, pg_catalog.now() + NEW.ttl_minutes * interval '1 minute'));
         NEW.low_confidence_since := memgov.low_confidence_since(NEW);
         NEW.read_class := memgov.read_class(NEW);
         RETURN NEW;
@@ -1158,7 +1198,7 @@ BEGIN
         END IF;
         NEW.created_at := pg_catalog.now();
         NEW.updated_at := NEW.created_at;
-        NEW.expires_at := memgov.expiry_of(NEW.retention_policy, NEW.created_at);
+        NEW.expires_at := memgov.item_expiry(NEW, NEW.updated_at + NEW.ttl_minutes * interval '1 minute');
         IF NEW.retention_policy = 'confidence_based' THEN
             NEW.low_confidence_since := memgov.low_confidence_since(NEW);
         END IF;
@@ -1181,7 +1221,7 @@ BEGIN
         END IF;
         NEW.created_at := OLD.created_at;
         NEW.updated_at := pg_catalog.now();
-        NEW.expires_at := memgov.expiry_of(NEW.retention_policy, NEW.created_at);
+        NEW.expires_at := memgov.item_expiry(NEW, NEW.updated_at + NEW.ttl_minutes * interval '1 minute');
         NEW.status := OLD.status;
         NEW.last_confirmed_at := OLD.last_confirmed_at;
         NEW.low_confidence_since := OLD.low_confidence_since;
@@ -1384,11 +1424,11 @@ BEGIN
     INSERT INTO memgov.long_term_memory_items
            (memory_id, org_id, project_id, agent_id, subject_id, session_id, category, fact_text,
             source, confidence, is_sensitive, retention_policy, context_source, metadata,
-            namespace, item_key)
+            namespace, item_key, ttl_minutes)
     VALUES (coalesce(v_row.memory_id, gen_random_uuid()), v_row.org_id, v_row.project_id,
             v_row.agent_id, v_row.subject_id, v_row.session_id, v_row.category, v_row.fact_text,
             v_row.source, v_row.confidence, v_row.is_sensitive, v_row.retention_policy,
-            v_row.context_source, v_row.metadata, v_row.namespace, v_row.item_key);
+            v_row.context_source, v_row.metadata, v_row.namespace, v_row.item_key, v_row.ttl_minutes);
     v_outcome := current_setting('memgov.last_outcome', true);
     PERFORM set_config('memgov.capture', '', true);
     PERFORM set_config('memgov.on_deny', '', true);
@@ -1437,12 +1477,14 @@ BEGIN
                 INSERT INTO memgov.long_term_memory_items
                        (memory_id, org_id, project_id, agent_id, subject_id, session_id, category,
                         fact_text, source, confidence, is_sensitive, retention_policy, context_source,
-                        metadata, status, created_at, updated_at, policy_version, decision_id)
+                        metadata, status, created_at, updated_at, policy_version, decision_id,
+                        namespace, item_key, ttl_minutes)
                 VALUES (p_item.memory_id, p_item.org_id, p_item.project_id, p_item.agent_id,
                         p_item.subject_id, p_item.session_id, p_item.category, p_item.fact_text,
                         p_item.source, p_item.confidence, p_item.is_sensitive, p_item.retention_policy,
                         p_item.context_source, p_item.metadata, 'active', p_item.created_at,
-                        p_item.created_at, p_policy_version, p_decision_id);
+                        p_item.created_at, p_policy_version, p_decision_id,
+                        p_item.namespace, p_item.item_key, p_item.ttl_minutes);
             EXCEPTION WHEN unique_violation THEN
                 RAISE EXCEPTION 'memgov: memory % exists already; the quarantined write is not applied',
                                 p_item.memory_id
@@ -1456,7 +1498,8 @@ BEGIN
                category = p_item.category, fact_text = p_item.fact_text, source = p_item.source,
                confidence = p_item.confidence, is_sensitive = p_item.is_sensitive,
                retention_policy = p_item.retention_policy, context_source = p_item.context_source,
-               metadata = p_item.metadata, policy_version = p_policy_version, decision_id = p_decision_id
+               metadata = p_item.metadata, ttl_minutes = p_item.ttl_minutes,
+               policy_version = p_policy_version, decision_id = p_decision_id
          WHERE m.memory_id = p_item.memory_id AND m.org_id = p_item.org_id
            AND m.status = 'active';
     WHEN 'forget' THEN
@@ -2389,6 +2432,14 @@ END
 $function$;
 GRANT EXECUTE ON FUNCTION memgov.standby_logger_status() TO memgov_admin;
 
+CREATE OR REPLACE FUNCTION memgov.ttl_due(p_item memgov.long_term_memory_items)
+ RETURNS boolean
+ LANGUAGE sql
+ STABLE PARALLEL SAFE
+AS $function$
+    SELECT p_item.expires_at <= pg_catalog.now() AND (p_item.retention_policy <> 'permanent_until_revoked' OR p_item.ttl_minutes IS NOT NULL)
+$function$;
+
 GRANT EXECUTE ON FUNCTION memgov.approval_expired(memgov.approval_requests) TO memgov_admin;
 
 CREATE OR REPLACE FUNCTION memgov.sweep_batch(p_run_id bigint, p_kind text, p_batch_size integer)
@@ -2554,6 +2605,24 @@ BEGIN
 END
 $function$;
 
+CREATE OR REPLACE FUNCTION memgov.retention_preview()
+ RETURNS jsonb
+ LANGUAGE sql
+ STABLE SECURITY DEFINER
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+    SELECT jsonb_build_object(
+        'deleted', jsonb_build_object(
+            'ttl',         count(*) FILTER (WHERE d.reason = 'ttl'),
+            'confidence',  count(*) FILTER (WHERE d.reason = 'confidence'),
+            'auto_delete', count(*) FILTER (WHERE d.reason = 'auto_delete')),
+        'expired', jsonb_build_object(
+            'approvals', (SELECT count(*) FROM memgov.approval_requests r WHERE memgov.approval_expired(r))))
+      FROM (SELECT memgov.due_reason(m) AS reason
+              FROM memgov.long_term_memory_items m
+             WHERE m.retention_policy <> 'permanent_until_revoked' OR m.ttl_minutes IS NOT NULL) AS d
+$function$;
+
 CREATE OR REPLACE FUNCTION memgov.apply_retention(memory_id uuid)
  RETURNS jsonb
  LANGUAGE plpgsql
@@ -2601,6 +2670,100 @@ ALTER FUNCTION memgov.cron_settings() OWNER TO memgov_settings_reader;
 REVOKE ALL ON FUNCTION memgov.cron_settings() FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION memgov.cron_settings() TO memgov_admin;
 SET ROLE memgov_owner;
+
+CREATE OR REPLACE FUNCTION memgov.item_expiry(p_item memgov.long_term_memory_items, p_ttl_end timestamp with time zone)
+ RETURNS timestamp with time zone
+ LANGUAGE sql
+ STABLE PARALLEL SAFE
+AS $function$
+    SELECT least(memgov.expiry_of(p_item.retention_policy, p_item.created_at),
+                 CASE WHEN p_item.ttl_minutes IS NOT NULL THEN p_ttl_end END)
+$function$;
+
+CREATE OR REPLACE FUNCTION memgov.refresh_ttl(memory_ids uuid[])
+ RETURNS integer
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+DECLARE
+    v_org_id     text := memgov.recall_tenant();
+    v_governed   boolean := memgov.reads_governed(v_org_id);
+    v_refreshed  integer;
+BEGIN
+    IF cardinality(refresh_ttl.memory_ids) > 10000 THEN
+        RAISE EXCEPTION 'memgov: refresh_ttl takes at most 10000 memories at a time, got %',
+                        cardinality(refresh_ttl.memory_ids)
+            USING ERRCODE = '22023';
+    END IF;
+    PERFORM memgov.engine_writes();  -- the trigger keeps the end set here (capped), nothing else
+    -- a memory another transaction is writing is passed over (SKIP LOCKED), never waited
+    -- for: that write starts its TTL again itself, or deletes it
+    UPDATE memgov.long_term_memory_items AS m
+       SET expires_at = now() + m.ttl_minutes * interval '1 minute'
+     WHERE m.org_id = v_org_id
+       AND m.memory_id IN (
+           SELECT r.memory_id FROM memgov.long_term_memory_items r
+            WHERE r.memory_id = ANY (refresh_ttl.memory_ids) AND r.org_id = v_org_id
+              AND r.status = 'active' AND r.ttl_minutes IS NOT NULL
+              AND r.expires_at > now()
+              -- (an end the row has already, written in this transaction: no change to make)
+              AND r.expires_at <> now() + r.ttl_minutes * interval '1 minute'
+              AND (NOT v_governed OR memgov.get_allowed(r))
+              FOR UPDATE SKIP LOCKED);
+    GET DIAGNOSTICS v_refreshed = ROW_COUNT;
+    PERFORM memgov.engine_writes_done();
+    RETURN v_refreshed;
+END
+$function$;
+GRANT EXECUTE ON FUNCTION memgov.refresh_ttl(uuid[]) TO memgov_writer, memgov_admin;
+
+CREATE OR REPLACE FUNCTION memgov.sweep_expired(batch_size integer DEFAULT 1000)
+ RETURNS integer
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+DECLARE
+    v_org_id    text := memgov.recall_tenant();
+    v_governed  boolean := memgov.reads_governed(v_org_id);
+    v_batch     tid[];
+    v_ids       uuid[];
+    v_deleted   integer;
+BEGIN
+    IF sweep_expired.batch_size IS NULL OR sweep_expired.batch_size NOT BETWEEN 1 AND 10000 THEN
+        RAISE EXCEPTION 'memgov: sweep_expired takes a batch_size of 1 to 10000, got %',
+                        coalesce(sweep_expired.batch_size::text, 'NULL')
+            USING ERRCODE = '22023';
+    END IF;
+    -- (the ids sorted: the GIN index of the log sorts them anyway, and a sorted array costs one pass)
+    SELECT array_agg(b.ctid), array_agg(b.memory_id ORDER BY b.memory_id)
+      INTO v_batch, v_ids
+      FROM (SELECT d.ctid, d.memory_id FROM memgov.long_term_memory_items d
+             WHERE d.org_id = v_org_id AND d.status = 'active'
+               AND memgov.ttl_due(d) AND NOT memgov.retention_held(d)
+               AND (NOT v_governed OR memgov.get_allowed(d))
+             ORDER BY d.expires_at
+             LIMIT sweep_expired.batch_size
+               FOR UPDATE SKIP LOCKED) AS b;
+    IF v_batch IS NULL THEN
+        RETURN 0;
+    END IF;
+    -- the locked rows by ctid (a TID scan), as memgov.sweep_batch deletes them
+    DELETE FROM memgov.long_term_memory_items m
+     WHERE m.ctid = ANY ((SELECT v_batch)::tid[]);
+    GET DIAGNOSTICS v_deleted = ROW_COUNT;
+    IF v_deleted <> cardinality(v_batch) THEN
+        RAISE EXCEPTION 'memgov: sweep_expired deleted % of the % rows it had locked', v_deleted, cardinality(v_batch)
+            USING ERRCODE = 'XX000';
+    END IF;
+    INSERT INTO memgov.deletion_log (org_id, reason, rule_id, policy_version, run_id, memory_count, memory_ids)
+    VALUES (v_org_id, 'ttl', NULL, memgov.policy_settings(v_org_id) ->> 'version', NULL, v_deleted, v_ids);
+    PERFORM memgov.drop_samples(v_org_id, v_ids);
+    RETURN v_deleted;
+END
+$function$;
+GRANT EXECUTE ON FUNCTION memgov.sweep_expired(integer) TO memgov_writer, memgov_admin;
 
 CREATE OR REPLACE FUNCTION memgov.refuse_log_change()
  RETURNS trigger
@@ -3542,11 +3705,9 @@ RESET ROLE;
 
 -- langgraph store (issue 29): where a LangGraph store keeps an item (memgov_pg.langgraph):
 -- its namespace and key, one memory per (tenant, namespace, key); writers set them on INSERT
--- (memgov.remember passes them through). No trigger work: an index and two nullable columns.
+-- (memgov.remember passes them through). No trigger work: an index and two nullable columns
+-- (added before the routines).
 SET ROLE memgov_owner;
-ALTER TABLE memgov.long_term_memory_items
-    ADD COLUMN namespace text,
-    ADD COLUMN item_key text;
 CREATE UNIQUE INDEX long_term_memory_items_store_key_idx
     ON memgov.long_term_memory_items (org_id, namespace, item_key)
     WHERE namespace IS NOT NULL;
@@ -3588,6 +3749,23 @@ CREATE POLICY governed_updates ON memgov.long_term_memory_items
     TO memgov_writer, memgov_reviewer
     USING (memgov.read_allowed(status, org_id, read_class, long_term_memory_items, (SELECT memgov.session_tenant()),
                                (SELECT memgov.read_classes(true)), (SELECT memgov.read_classes(false))))
+    WITH CHECK (true);
+RESET ROLE;
+
+-- langgraph store TTL (issue 29): writers give an item a time to live (ttl_minutes, added
+-- before the routines); the engine sets expires_at from it. An expired memory is gone for its
+-- readers from the moment it expires, swept or not: row level security hides it from a
+-- writer's or reviewer's SELECT and UPDATE (memgov.search and memgov.get skip it themselves).
+SET ROLE memgov_owner;
+GRANT INSERT (ttl_minutes), UPDATE (ttl_minutes) ON memgov.long_term_memory_items TO memgov_writer, memgov_admin;
+CREATE POLICY unexpired_reads ON memgov.long_term_memory_items
+    AS RESTRICTIVE FOR SELECT
+    TO memgov_writer, memgov_reviewer
+    USING (expires_at IS NULL OR expires_at > pg_catalog.now());
+CREATE POLICY unexpired_updates ON memgov.long_term_memory_items
+    AS RESTRICTIVE FOR UPDATE
+    TO memgov_writer, memgov_reviewer
+    USING (expires_at IS NULL OR expires_at > pg_catalog.now())
     WITH CHECK (true);
 RESET ROLE;
 
@@ -3692,6 +3870,13 @@ RESET ROLE;
 SET ROLE memgov_owner;
 REVOKE USAGE ON SCHEMA memgov FROM memgov_standby_logger;
 DROP TABLE memgov.standby_reads;
+-- langgraph store TTL (issue 29), undone: the policies, the column and its domain go
+SET ROLE memgov_owner;
+DROP POLICY unexpired_reads ON memgov.long_term_memory_items;
+DROP POLICY unexpired_updates ON memgov.long_term_memory_items;
+REVOKE INSERT (ttl_minutes), UPDATE (ttl_minutes) ON memgov.long_term_memory_items FROM memgov_writer, memgov_admin;
+ALTER TABLE memgov.long_term_memory_items DROP COLUMN ttl_minutes;
+DROP DOMAIN memgov.ttl_minutes;
 RESET ROLE;
 
 -- langgraph store (issue 29)
@@ -4089,6 +4274,17 @@ BEGIN
     PERFORM memgov.rebuild_dispatch();
     RETURN v_target;
 END
+$function$;
+
+CREATE OR REPLACE FUNCTION memgov.shortens_life(p_old memgov.long_term_memory_items, p_new memgov.long_term_memory_items)
+ RETURNS boolean
+ LANGUAGE sql
+ IMMUTABLE PARALLEL SAFE
+AS $function$
+    SELECT p_new.retention_policy IS DISTINCT FROM p_old.retention_policy
+           AND p_new.retention_policy <> 'permanent_until_revoked'
+           AND NOT (p_new.expires_at IS NOT NULL AND p_old.expires_at IS NOT NULL
+                    AND p_new.expires_at >= p_old.expires_at)
 $function$;
 
 CREATE OR REPLACE FUNCTION memgov.log_decision(p_operation text, p_memory_id uuid, p_org_id text, p_actor text, p_decision memgov.decision)
@@ -4981,6 +5177,14 @@ BEGIN
 END
 $function$;
 
+CREATE OR REPLACE FUNCTION memgov.ttl_due(p_item memgov.long_term_memory_items)
+ RETURNS boolean
+ LANGUAGE sql
+ STABLE PARALLEL SAFE
+AS $function$
+    SELECT p_item.expires_at <= pg_catalog.now() AND p_item.retention_policy <> 'permanent_until_revoked'
+$function$;
+
 REVOKE EXECUTE ON FUNCTION memgov.approval_expired(memgov.approval_requests) FROM memgov_admin;
 
 CREATE OR REPLACE FUNCTION memgov.sweep_batch(p_run_id bigint, p_kind text, p_batch_size integer)
@@ -5128,6 +5332,24 @@ BEGIN
      WHERE org_id = '*' AND run_id = p_run_id;
     RETURN v_taken;
 END
+$function$;
+
+CREATE OR REPLACE FUNCTION memgov.retention_preview()
+ RETURNS jsonb
+ LANGUAGE sql
+ STABLE SECURITY DEFINER
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+    SELECT jsonb_build_object(
+        'deleted', jsonb_build_object(
+            'ttl',         count(*) FILTER (WHERE d.reason = 'ttl'),
+            'confidence',  count(*) FILTER (WHERE d.reason = 'confidence'),
+            'auto_delete', count(*) FILTER (WHERE d.reason = 'auto_delete')),
+        'expired', jsonb_build_object(
+            'approvals', (SELECT count(*) FROM memgov.approval_requests r WHERE memgov.approval_expired(r))))
+      FROM (SELECT memgov.due_reason(m) AS reason
+              FROM memgov.long_term_memory_items m
+             WHERE m.retention_policy <> 'permanent_until_revoked') AS d
 $function$;
 
 CREATE OR REPLACE FUNCTION memgov.apply_retention(memory_id uuid)
@@ -5572,6 +5794,12 @@ DROP FUNCTION memgov.guard_settings();
 DROP FUNCTION memgov.record_setting_change();
 
 DROP FUNCTION memgov.settings_change_hash(bytea,bigint,timestamp with time zone,text,text,text,bigint,bigint);
+
+DROP FUNCTION memgov.sweep_expired(integer);
+
+DROP FUNCTION memgov.refresh_ttl(uuid[]);
+
+DROP FUNCTION memgov.item_expiry(memgov.long_term_memory_items,timestamp with time zone);
 
 RESET ROLE;
 DROP FUNCTION memgov.cron_settings();

@@ -234,6 +234,7 @@ STATEMENT_END = {"memgov.list_shared(memgov.shared_decision[])"}
 WRITER_API = {"memgov.remember(jsonb)", "memgov.forget(uuid)", "memgov.forget_where(jsonb,boolean)",
               "memgov.evaluate(jsonb,text)",
               "memgov.explain(jsonb,text)", "memgov.apply_retention(uuid)", "memgov.item_from_json(jsonb)",
+              "memgov.refresh_ttl(uuid[])", "memgov.sweep_expired(integer)",
               *SESSION_TENANT, *READABLE, *RECALL, *STATEMENT_END}  # fmt: skip
 REVIEWER_API = {"memgov.approve(uuid,text)", "memgov.deny(uuid,text)", "memgov.release_quarantine(uuid)",
                 "memgov.purge_quarantine(uuid)", "memgov.confirm(uuid)", "memgov.reject(uuid)",
