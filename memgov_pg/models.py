@@ -171,6 +171,7 @@ ENGINE_COLUMNS = (
     "decision_id",
     "search_config",
     "search_vector",
+    "read_class",
 )
 
 
@@ -229,6 +230,8 @@ class MemoryItem(Base):
     item_key: Mapped[str | None] = mapped_column(Text)
     # a time to live in minutes its writer gives it; the engine sets expires_at from it
     ttl_minutes: Mapped[int | None] = mapped_column(_domain("ttl_minutes", Integer()))
+    # which readers its tenant's policy lets read it, set by the write trigger (docs/recall.md)
+    read_class: Mapped[int | None] = _engine(BigInteger)
 
     @validates(*ENGINE_COLUMNS)
     def _engine_owned(self, key: str, value: Any) -> Any:
@@ -269,6 +272,8 @@ class PolicyVersion(Base):
     deployed_at: Mapped[datetime] = mapped_column(_TZ, server_default=_default("now()"))
     deployed_by: Mapped[str] = mapped_column(Text, server_default=_default("CURRENT_USER"))
     active: Mapped[bool] = mapped_column(Boolean, server_default=_default("false"))
+    # names the read classes this version decided (memgov.long_term_memory_items.read_class)
+    read_epoch: Mapped[int] = mapped_column(Integer, Identity(always=True))
 
 
 class PolicyRule(Base):
