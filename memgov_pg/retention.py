@@ -246,7 +246,10 @@ def counts(summary: dict[str, Any]) -> dict[str, int]:
 
 
 def walked(summary: dict[str, Any]) -> float | None:
-    """How far the auto_delete walk has come through the table (0..1): blocks walked / blocks to walk."""
+    """How far the auto_delete walk has come through the table (0..1): blocks walked / blocks to walk.
+
+    None when no walk is going on: a step that reads its candidates from indexes has no known end.
+    """
     cursor, blocks = summary.get("cursor"), summary.get("blocks")
     if cursor is None or not blocks:
         return None

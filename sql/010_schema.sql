@@ -81,6 +81,16 @@ CREATE INDEX long_term_memory_items_expires_at_idx
 CREATE INDEX long_term_memory_items_low_confidence_since_idx
     ON memgov.long_term_memory_items (low_confidence_since)
     WHERE low_confidence_since IS NOT NULL;
+-- auto_delete rules bound by confidence or by age find their candidates in these (key, then
+-- memory_id: the sweep resumes a range at its last row), over the rows an automatic process
+-- may delete; confidence up to 0.5 only, the low end that such rules delete
+-- (sql/072_retention_candidates.sql)
+CREATE INDEX long_term_memory_items_low_confidence_idx
+    ON memgov.long_term_memory_items (confidence, memory_id)
+    WHERE retention_policy <> 'permanent_until_revoked' AND confidence <= 0.5;
+CREATE INDEX long_term_memory_items_created_at_idx
+    ON memgov.long_term_memory_items (created_at, memory_id)
+    WHERE retention_policy <> 'permanent_until_revoked';
 -- memgov.search finds a text's matches here, then ranks them
 CREATE INDEX long_term_memory_items_search_vector_idx
     ON memgov.long_term_memory_items USING gin (search_vector);

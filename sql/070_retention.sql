@@ -111,27 +111,6 @@ AS $$
     SELECT p_item.retention_policy <> 'permanent_until_revoked' AND memgov.retention_rule(p_item) IS NOT NULL
 $$;
 
--- The highest confidence that an auto_delete rule of an active policy can match, NULL when
--- some such rule may match any: each rule that must pass all its tests (match all, or a
--- single test) and tests `confidence lt|lte X` is bounded by X. Read from the versions' rule
--- rows, it lets the walk pass over rows above it without calling the policy (the default
--- policy deletes below 0.3 only).
-CREATE FUNCTION memgov.auto_delete_confidence_bound()
-RETURNS numeric
-LANGUAGE sql STABLE
-SET search_path = pg_catalog, pg_temp
-AS $$
-    SELECT CASE WHEN bool_and(b.bound IS NOT NULL) THEN max(b.bound) END
-      FROM (SELECT (SELECT min((c ->> 'value')::numeric)
-                      FROM jsonb_array_elements(r.condition -> 'conditions') AS c
-                     WHERE (r.condition ->> 'match' = 'all' OR jsonb_array_length(r.condition -> 'conditions') = 1)
-                       AND c ->> 'field' = 'confidence' AND c ->> 'operator' IN ('lt', 'lte')
-                       AND jsonb_typeof(c -> 'value') = 'number') AS bound
-              FROM memgov.memory_policy_rules r
-              JOIN memgov.policy_versions v ON v.org_id = r.org_id AND v.version = r.policy_version
-             WHERE v.active AND r.action = 'auto_delete') AS b
-$$;
-
 -- Whether a pending approval request has waited longer than its tenant's approval_ttl.
 CREATE FUNCTION memgov.approval_expired(p_request memgov.approval_requests)
 RETURNS boolean
@@ -196,12 +175,9 @@ DECLARE
     v_rules    text[];
     v_taken    integer := 0;
     v_deleted  integer := 0;
-    v_cursor   bigint;
-    v_blocks   bigint;
-    v_step     bigint;
+    v_more     boolean;
     v_path     text[];
     v_cutoff   timestamptz;
-    v_bound    numeric;
 BEGIN
     PERFORM memgov.check_lease();
     IF p_kind = 'ttl' THEN
@@ -230,51 +206,10 @@ BEGIN
                  LIMIT p_batch_size
                    FOR UPDATE SKIP LOCKED) AS b;
     ELSIF p_kind = 'auto_delete' THEN
-        -- no active policy has an auto_delete rule: nothing to walk
-        IF NOT EXISTS (SELECT FROM memgov.memory_policy_rules r
-                         JOIN memgov.policy_versions v
-                           ON v.org_id = r.org_id AND v.version = r.policy_version
-                        WHERE v.active AND r.action = 'auto_delete') THEN
-            RETURN 0;
-        END IF;
-        -- auto_delete rules are arbitrary predicates: walk the table once per run in
-        -- physical order (a TID range scan), up to the size the table had when the walk
-        -- began. A batch reads at most four times p_batch_size rows' worth of blocks (reading
-        -- is cheap, a batch's commit and bookkeeping are not) and takes at most p_batch_size
-        -- of them; a full batch ends the step at the block of its last row
-        SELECT (r.summary ->> 'cursor')::bigint, (r.summary ->> 'blocks')::bigint
-          INTO v_cursor, v_blocks
-          FROM memgov.maintenance_runs r WHERE r.org_id = '*' AND r.run_id = p_run_id;
-        IF v_cursor IS NULL THEN
-            v_cursor := 0;
-            v_blocks := pg_relation_size('memgov.long_term_memory_items')
-                        / current_setting('block_size')::bigint;
-        END IF;
-        v_bound := memgov.auto_delete_confidence_bound();
-        SELECT greatest(1, ceil(4.0 * p_batch_size / CASE WHEN c.relpages > 0 AND c.reltuples > 0
-                                                    THEN c.reltuples / c.relpages ELSE 50 END))::bigint
-          INTO v_step
-          FROM pg_class c WHERE c.oid = 'memgov.long_term_memory_items'::regclass;
-        -- (the rule is named from the locked version of the row)
-        SELECT array_agg(b.ctid), array_agg(b.memory_id), array_agg(b.org_id), array_agg(b.rule_id)
-          INTO v_batch, v_ids, v_orgs, v_rules
-          FROM (SELECT d.ctid, d.memory_id, d.org_id, memgov.retention_rule(d) AS rule_id
-                  FROM memgov.long_term_memory_items d
-                 WHERE d.ctid >= ('(' || v_cursor || ',0)')::tid
-                   AND d.ctid < ('(' || (v_cursor + v_step) || ',0)')::tid
-                   AND (v_bound IS NULL OR d.confidence <= v_bound)
-                   AND memgov.auto_delete_due(d) AND NOT memgov.retention_held(d)
-                 LIMIT p_batch_size
-                   FOR UPDATE SKIP LOCKED) AS b;
-        -- a TID range scan returns rows in ctid order: a full batch resumes at its last row's
-        -- block (its rows are deleted below; the block's others are read again, so each full
-        -- batch moves on by p_batch_size deletions), any other ends the step
-        v_cursor := CASE WHEN cardinality(v_batch) >= p_batch_size
-                         THEN (v_batch[cardinality(v_batch)]::text::point)[0]::bigint
-                         ELSE v_cursor + v_step END;
-        UPDATE memgov.maintenance_runs
-           SET summary = summary || jsonb_build_object('cursor', v_cursor, 'blocks', v_blocks)
-         WHERE org_id = '*' AND run_id = p_run_id;
+        -- the rows the rules may match, from the index ranges that hold them, else the whole
+        -- table in physical order (memgov.auto_delete_batch, sql/072_retention_candidates.sql)
+        SELECT a.batch, a.ids, a.orgs, a.rules, a.more INTO v_batch, v_ids, v_orgs, v_rules, v_more
+          FROM memgov.auto_delete_batch(p_run_id, p_batch_size) AS a;
     ELSIF p_kind = 'approvals' THEN
         -- expired requests, each locked without waiting, and a held INSERT's with the pending row
         -- its decision stored (decision_id), locked the same way: a request or row that a session
@@ -333,9 +268,9 @@ BEGIN
                count(*), array_agg(b.memory_id ORDER BY b.memory_id)
           FROM unnest(v_ids, v_orgs, v_rules) AS b (memory_id, org_id, rule_id)
          GROUP BY b.org_id, b.rule_id;
-        -- auto_delete: a full batch while blocks remain; the last one ends the walk
+        -- auto_delete: a full batch while candidates remain, whatever it deleted
         v_taken := CASE WHEN p_kind <> 'auto_delete' THEN v_deleted
-                        WHEN v_cursor < v_blocks THEN p_batch_size ELSE 0 END;
+                        WHEN v_more THEN p_batch_size ELSE 0 END;
     END IF;
 
     v_path := CASE p_kind WHEN 'approvals' THEN ARRAY['expired', 'approvals'] ELSE ARRAY['deleted', p_kind] END;
@@ -500,7 +435,7 @@ BEGIN
     PERFORM memgov.check_lease();
     UPDATE memgov.maintenance_runs
        SET status = 'finished', finished_at = v_now,
-           summary = (coalesce(p_preview, summary) - 'cursor' - 'blocks')
+           summary = (coalesce(p_preview, summary) - 'cursor' - 'blocks' - 'range')
                      || jsonb_build_object('run_id', run_id, 'dry_run', dry_run,
                                            'cron_history_pruned', coalesce(p_cron_pruned, 0),
                                            'started_at', started_at, 'finished_at', v_now)
@@ -656,7 +591,6 @@ GRANT EXECUTE ON FUNCTION
     TO memgov_admin;
 -- `memgov retention run` counts what the TTL sweep has to delete (its progress bar)
 GRANT EXECUTE ON FUNCTION memgov.ttl_due(memgov.long_term_memory_items) TO memgov_admin;
-GRANT EXECUTE ON FUNCTION memgov.auto_delete_confidence_bound() TO memgov_admin;
 GRANT EXECUTE ON PROCEDURE memgov.run_maintenance(boolean) TO memgov_admin;
 GRANT EXECUTE ON FUNCTION memgov.apply_retention(uuid) TO memgov_writer, memgov_reviewer, memgov_admin;
 -- `memgov status --check` counts the approvals and quarantined writes past approval_ttl

@@ -353,11 +353,8 @@ DECLARE
     v_hash      bytea;
     v_horizon   bigint;
     v_next_xid  bigint;
-    v_count     integer;
-    v_ids       bigint[];
-    v_digests   bytea;
-    v_last_x    bigint;
-    v_decided   timestamptz;
+    v_count     bigint;
+    v_seal      record;
     v_new_hash  bytea;
     v_rows      bigint := 0;
     v_seals     integer := 0;
@@ -403,37 +400,40 @@ BEGIN
         v_set_id := 0;
         v_set_hash := decode(repeat('00', 32), 'hex');
     END IF;
+    -- Passes of up to 100 seals, each reading its rows once (BRIN, from the chain's end), taking
+    -- each digest once (in the aggregate) and cutting the rows into seals in (xact_id, decision_id)
+    -- order: a query per seal read all the rows still waiting again, a cost per row that grew with them.
     LOOP
-        SELECT count(*)::integer,
-               array_agg(b.decision_id ORDER BY b.xact_id, b.decision_id),
-               string_agg(memgov.decision_digest(b.d), ''::bytea ORDER BY b.xact_id, b.decision_id),
-               max(b.xact_id),
-               max(b.decided_at)
-          INTO v_count, v_ids, v_digests, v_last_x, v_decided
-          -- the digests are taken of the batch only, after the LIMIT (in the subquery's
-          -- target list they would be computed for every remaining row, once per batch)
-          FROM (SELECT d.xact_id, d.decision_id, d.decided_at, d
-                  FROM memgov.decision_log d
-                 WHERE d.xact_id >= v_after_x AND d.xact_id < v_horizon
-                   AND (d.xact_id, d.decision_id) > (v_after_x, v_after_d)
-                 ORDER BY d.xact_id, d.decision_id
-                 LIMIT p_batch_rows) AS b;
-        EXIT WHEN v_count = 0;
-        v_seal_id := v_seal_id + 1;
-        v_new_hash := memgov.seal_hash(v_hash, v_seal_id, v_after_x, v_after_d, v_last_x, v_ids[v_count],
-                                       v_set_id, v_set_hash, v_ids, v_digests);
-        INSERT INTO memgov.decision_log_seals
-               (seal_id, sealed_by, horizon_xact_id, after_xact_id, after_decision_id, last_xact_id,
-                last_decision_id, row_count, decision_ids, row_digests, last_decided_at, prev_hash, seal_hash,
-                settings_change_id, settings_hash)
-        VALUES (v_seal_id, memgov.invoker_role(), v_horizon, v_after_x, v_after_d, v_last_x,
-                v_ids[v_count], v_count, v_ids, v_digests, v_decided, v_hash, v_new_hash, v_set_id, v_set_hash);
-        v_hash := v_new_hash;
-        v_after_x := v_last_x;
-        v_after_d := v_ids[v_count];
+        v_count := 0;
+        FOR v_seal IN
+            SELECT count(*)::integer AS n, array_agg(b.decision_id ORDER BY b.xact_id, b.decision_id) AS ids,
+                   string_agg(memgov.decision_digest(b.d), ''::bytea ORDER BY b.xact_id, b.decision_id) AS digests,
+                   max(b.xact_id) AS last_x, max(b.decided_at) AS decided
+              FROM (SELECT r.*, (row_number() OVER (ORDER BY r.xact_id, r.decision_id) - 1) / p_batch_rows AS seal
+                      FROM (SELECT d.xact_id, d.decision_id, d.decided_at, d
+                              FROM memgov.decision_log d
+                             WHERE d.xact_id >= v_after_x AND d.xact_id < v_horizon
+                               AND (d.xact_id, d.decision_id) > (v_after_x, v_after_d)
+                             ORDER BY d.xact_id, d.decision_id
+                             LIMIT p_batch_rows::bigint * 100) AS r) AS b
+             GROUP BY b.seal ORDER BY b.seal
+        LOOP
+            v_seal_id := v_seal_id + 1;
+            v_new_hash := memgov.seal_hash(v_hash, v_seal_id, v_after_x, v_after_d, v_seal.last_x,
+                                           v_seal.ids[v_seal.n], v_set_id, v_set_hash, v_seal.ids, v_seal.digests);
+            INSERT INTO memgov.decision_log_seals
+                   (seal_id, sealed_by, horizon_xact_id, after_xact_id, after_decision_id, last_xact_id,
+                    last_decision_id, row_count, decision_ids, row_digests, last_decided_at, prev_hash, seal_hash,
+                    settings_change_id, settings_hash)
+            VALUES (v_seal_id, memgov.invoker_role(), v_horizon, v_after_x, v_after_d, v_seal.last_x, v_seal.ids[v_seal.n],
+                    v_seal.n, v_seal.ids, v_seal.digests, v_seal.decided, v_hash, v_new_hash, v_set_id, v_set_hash);
+            v_hash := v_new_hash;
+            SELECT v_seal.last_x, v_seal.ids[v_seal.n] INTO v_after_x, v_after_d;
+            v_count := v_count + v_seal.n;
+            v_seals := v_seals + 1;
+        END LOOP;
         v_rows := v_rows + v_count;
-        v_seals := v_seals + 1;
-        EXIT WHEN v_count < p_batch_rows;
+        EXIT WHEN v_count < p_batch_rows::bigint * 100;
     END LOOP;
     -- the run's summary, when the caller is that run (it holds the maintenance lease)
     IF p_run_id IS NOT NULL THEN

@@ -2455,12 +2455,9 @@ DECLARE
     v_rules    text[];
     v_taken    integer := 0;
     v_deleted  integer := 0;
-    v_cursor   bigint;
-    v_blocks   bigint;
-    v_step     bigint;
+    v_more     boolean;
     v_path     text[];
     v_cutoff   timestamptz;
-    v_bound    numeric;
 BEGIN
     PERFORM memgov.check_lease();
     IF p_kind = 'ttl' THEN
@@ -2489,51 +2486,10 @@ BEGIN
                  LIMIT p_batch_size
                    FOR UPDATE SKIP LOCKED) AS b;
     ELSIF p_kind = 'auto_delete' THEN
-        -- no active policy has an auto_delete rule: nothing to walk
-        IF NOT EXISTS (SELECT FROM memgov.memory_policy_rules r
-                         JOIN memgov.policy_versions v
-                           ON v.org_id = r.org_id AND v.version = r.policy_version
-                        WHERE v.active AND r.action = 'auto_delete') THEN
-            RETURN 0;
-        END IF;
-        -- auto_delete rules are arbitrary predicates: walk the table once per run in
-        -- physical order (a TID range scan), up to the size the table had when the walk
-        -- began. A batch reads at most four times p_batch_size rows' worth of blocks (reading
-        -- is cheap, a batch's commit and bookkeeping are not) and takes at most p_batch_size
-        -- of them; a full batch ends the step at the block of its last row
-        SELECT (r.summary ->> 'cursor')::bigint, (r.summary ->> 'blocks')::bigint
-          INTO v_cursor, v_blocks
-          FROM memgov.maintenance_runs r WHERE r.org_id = '*' AND r.run_id = p_run_id;
-        IF v_cursor IS NULL THEN
-            v_cursor := 0;
-            v_blocks := pg_relation_size('memgov.long_term_memory_items')
-                        / current_setting('block_size')::bigint;
-        END IF;
-        v_bound := memgov.auto_delete_confidence_bound();
-        SELECT greatest(1, ceil(4.0 * p_batch_size / CASE WHEN c.relpages > 0 AND c.reltuples > 0
-                                                    THEN c.reltuples / c.relpages ELSE 50 END))::bigint
-          INTO v_step
-          FROM pg_class c WHERE c.oid = 'memgov.long_term_memory_items'::regclass;
-        -- (the rule is named from the locked version of the row)
-        SELECT array_agg(b.ctid), array_agg(b.memory_id), array_agg(b.org_id), array_agg(b.rule_id)
-          INTO v_batch, v_ids, v_orgs, v_rules
-          FROM (SELECT d.ctid, d.memory_id, d.org_id, memgov.retention_rule(d) AS rule_id
-                  FROM memgov.long_term_memory_items d
-                 WHERE d.ctid >= ('(' || v_cursor || ',0)')::tid
-                   AND d.ctid < ('(' || (v_cursor + v_step) || ',0)')::tid
-                   AND (v_bound IS NULL OR d.confidence <= v_bound)
-                   AND memgov.auto_delete_due(d) AND NOT memgov.retention_held(d)
-                 LIMIT p_batch_size
-                   FOR UPDATE SKIP LOCKED) AS b;
-        -- a TID range scan returns rows in ctid order: a full batch resumes at its last row's
-        -- block (its rows are deleted below; the block's others are read again, so each full
-        -- batch moves on by p_batch_size deletions), any other ends the step
-        v_cursor := CASE WHEN cardinality(v_batch) >= p_batch_size
-                         THEN (v_batch[cardinality(v_batch)]::text::point)[0]::bigint
-                         ELSE v_cursor + v_step END;
-        UPDATE memgov.maintenance_runs
-           SET summary = summary || jsonb_build_object('cursor', v_cursor, 'blocks', v_blocks)
-         WHERE org_id = '*' AND run_id = p_run_id;
+        -- the rows the rules may match, from the index ranges that hold them, else the whole
+        -- table in physical order (memgov.auto_delete_batch, sql/072_retention_candidates.sql)
+        SELECT a.batch, a.ids, a.orgs, a.rules, a.more INTO v_batch, v_ids, v_orgs, v_rules, v_more
+          FROM memgov.auto_delete_batch(p_run_id, p_batch_size) AS a;
     ELSIF p_kind = 'approvals' THEN
         -- expired requests, each locked without waiting, and a held INSERT's with the pending row
         -- its decision stored (decision_id), locked the same way: a request or row that a session
@@ -2592,9 +2548,9 @@ BEGIN
                count(*), array_agg(b.memory_id ORDER BY b.memory_id)
           FROM unnest(v_ids, v_orgs, v_rules) AS b (memory_id, org_id, rule_id)
          GROUP BY b.org_id, b.rule_id;
-        -- auto_delete: a full batch while blocks remain; the last one ends the walk
+        -- auto_delete: a full batch while candidates remain, whatever it deleted
         v_taken := CASE WHEN p_kind <> 'auto_delete' THEN v_deleted
-                        WHEN v_cursor < v_blocks THEN p_batch_size ELSE 0 END;
+                        WHEN v_more THEN p_batch_size ELSE 0 END;
     END IF;
 
     v_path := CASE p_kind WHEN 'approvals' THEN ARRAY['expired', 'approvals'] ELSE ARRAY['deleted', p_kind] END;
@@ -2621,6 +2577,29 @@ AS $function$
       FROM (SELECT memgov.due_reason(m) AS reason
               FROM memgov.long_term_memory_items m
              WHERE m.retention_policy <> 'permanent_until_revoked' OR m.ttl_minutes IS NOT NULL) AS d
+$function$;
+
+CREATE OR REPLACE FUNCTION memgov.finish_maintenance(p_run_id bigint, p_preview jsonb DEFAULT NULL::jsonb, p_cron_pruned bigint DEFAULT 0)
+ RETURNS jsonb
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+DECLARE
+    v_summary  jsonb;
+    v_now      timestamptz := clock_timestamp();  -- a dry run's preview ran in this transaction
+BEGIN
+    PERFORM memgov.check_lease();
+    UPDATE memgov.maintenance_runs
+       SET status = 'finished', finished_at = v_now,
+           summary = (coalesce(p_preview, summary) - 'cursor' - 'blocks' - 'range')
+                     || jsonb_build_object('run_id', run_id, 'dry_run', dry_run,
+                                           'cron_history_pruned', coalesce(p_cron_pruned, 0),
+                                           'started_at', started_at, 'finished_at', v_now)
+     WHERE org_id = '*' AND run_id = p_run_id AND status = 'running'
+    RETURNING summary INTO v_summary;
+    RETURN v_summary;
+END
 $function$;
 
 CREATE OR REPLACE FUNCTION memgov.apply_retention(memory_id uuid)
@@ -2670,6 +2649,172 @@ ALTER FUNCTION memgov.cron_settings() OWNER TO memgov_settings_reader;
 REVOKE ALL ON FUNCTION memgov.cron_settings() FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION memgov.cron_settings() TO memgov_admin;
 SET ROLE memgov_owner;
+
+CREATE OR REPLACE FUNCTION memgov.auto_delete_anchors(OUT org_id text, OUT rule_id text, OUT anchor text, OUT confidence_bound numeric, OUT created_bound timestamp with time zone)
+ RETURNS SETOF record
+ LANGUAGE sql
+ STABLE
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+    SELECT r.org_id, r.rule_id,
+           CASE WHEN c.bound <= 0.5 THEN 'confidence' WHEN t.bound IS NOT NULL THEN 'created_at' END,
+           CASE WHEN c.bound <= 0.5 THEN c.bound END,
+           CASE WHEN c.bound <= 0.5 THEN NULL ELSE t.bound END
+      FROM memgov.memory_policy_rules r
+      JOIN memgov.policy_versions v ON v.org_id = r.org_id AND v.version = r.policy_version
+     CROSS JOIN LATERAL (
+           SELECT min((x ->> 'value')::numeric)
+                      FILTER (WHERE x ->> 'field' = 'confidence' AND jsonb_typeof(x -> 'value') = 'number')
+                      AS bound
+             FROM jsonb_array_elements(r.condition -> 'conditions') AS x
+            WHERE x ->> 'operator' IN ('lt', 'lte')) AS c
+     CROSS JOIN LATERAL (
+           SELECT min(CASE jsonb_typeof(x -> 'value')
+                          WHEN 'object' THEN now() - (x -> 'value' ->> 'older_than')::interval
+                          ELSE (x ->> 'value')::timestamptz END)
+                      FILTER (WHERE x ->> 'field' = 'created_at'
+                                AND (jsonb_typeof(x -> 'value') = 'string' OR x -> 'value' ? 'older_than'))
+                      AS bound
+             FROM jsonb_array_elements(r.condition -> 'conditions') AS x
+            WHERE x ->> 'operator' IN ('lt', 'lte')) AS t
+     WHERE v.active AND r.action = 'auto_delete'
+       -- a rule whose tests are alternatives (match any) is bounded by none of them
+       AND (r.condition ->> 'match' = 'all' OR jsonb_array_length(r.condition -> 'conditions') = 1)
+    UNION ALL
+    SELECT r.org_id, r.rule_id, NULL, NULL, NULL
+      FROM memgov.memory_policy_rules r
+      JOIN memgov.policy_versions v ON v.org_id = r.org_id AND v.version = r.policy_version
+     WHERE v.active AND r.action = 'auto_delete'
+       AND NOT (r.condition ->> 'match' = 'all' OR jsonb_array_length(r.condition -> 'conditions') = 1)
+$function$;
+GRANT EXECUTE ON FUNCTION memgov.auto_delete_anchors() TO memgov_admin;
+
+CREATE OR REPLACE FUNCTION memgov.auto_delete_batch(p_run_id bigint, p_batch_size integer, OUT batch tid[], OUT ids uuid[], OUT orgs text[], OUT rules text[], OUT more boolean)
+ RETURNS record
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog', 'pg_temp'
+ SET enable_sort TO 'off'
+AS $function$
+DECLARE
+    v_cursor   jsonb;
+    v_walk     boolean;
+    v_conf     numeric;
+    v_cut      timestamptz;
+    v_step     text;
+    v_keys     numeric[];
+    v_times    timestamptz[];
+    v_block    bigint;
+    v_blocks   bigint;
+    v_width    bigint;
+    v_bound    numeric;
+BEGIN
+    PERFORM memgov.check_lease();
+    more := false;
+    SELECT bool_or(a.anchor IS NULL), max(a.confidence_bound), max(a.created_bound)
+      INTO v_walk, v_conf, v_cut
+      FROM memgov.auto_delete_anchors() AS a;
+    IF v_walk IS NULL THEN
+        RETURN;  -- no active policy has an auto_delete rule: nothing to read
+    END IF;
+    -- where the run is: the index range being read and its last key ('range'), or the walk's
+    -- block and the blocks it walks ('cursor', 'blocks', which `memgov retention run` shows)
+    SELECT CASE WHEN v_walk THEN jsonb_build_object('block', r.summary -> 'cursor', 'blocks', r.summary -> 'blocks')
+                ELSE r.summary -> 'range' END
+      INTO v_cursor
+      FROM memgov.maintenance_runs r WHERE r.org_id = '*' AND r.run_id = p_run_id;
+
+    IF NOT v_walk THEN
+        v_step := coalesce(v_cursor ->> 'step', CASE WHEN v_conf IS NOT NULL THEN 'confidence' ELSE 'created_at' END);
+        IF v_step = 'confidence' AND v_conf IS NULL THEN
+            v_step := 'created_at';  -- the policy changed during the run: start the other range
+            v_cursor := NULL;
+        END IF;
+        IF v_step = 'confidence' THEN
+            -- (the partial index's own predicate is repeated, so that the planner may use it)
+            SELECT array_agg(b.ctid), array_agg(b.memory_id), array_agg(b.org_id), array_agg(b.rule_id),
+                   array_agg(b.confidence)
+              INTO batch, ids, orgs, rules, v_keys
+              FROM (SELECT d.ctid, d.memory_id, d.org_id, d.confidence, memgov.retention_rule(d) AS rule_id
+                      FROM memgov.long_term_memory_items d
+                     WHERE d.retention_policy <> 'permanent_until_revoked' AND d.confidence <= 0.5
+                       AND d.confidence <= v_conf
+                       AND (d.confidence, d.memory_id)
+                           >= (coalesce((v_cursor ->> 'key')::numeric, -1),
+                               coalesce((v_cursor ->> 'memory_id')::uuid, '00000000-0000-0000-0000-000000000000'))
+                       AND memgov.auto_delete_due(d) AND NOT memgov.retention_held(d)
+                     ORDER BY d.confidence, d.memory_id
+                     LIMIT p_batch_size
+                       FOR UPDATE SKIP LOCKED) AS b;
+            v_cursor := CASE WHEN cardinality(batch) >= p_batch_size
+                             THEN jsonb_build_object('step', 'confidence', 'key', v_keys[cardinality(v_keys)],
+                                                     'memory_id', ids[cardinality(ids)])
+                             WHEN v_cut IS NOT NULL THEN jsonb_build_object('step', 'created_at') END;
+        ELSE
+            SELECT array_agg(b.ctid), array_agg(b.memory_id), array_agg(b.org_id), array_agg(b.rule_id),
+                   array_agg(b.created_at)
+              INTO batch, ids, orgs, rules, v_times
+              FROM (SELECT d.ctid, d.memory_id, d.org_id, d.created_at, memgov.retention_rule(d) AS rule_id
+                      FROM memgov.long_term_memory_items d
+                     WHERE d.retention_policy <> 'permanent_until_revoked'
+                       AND d.created_at <= v_cut
+                       AND (d.created_at, d.memory_id)
+                           >= (coalesce((v_cursor ->> 'key')::timestamptz, '-infinity'),
+                               coalesce((v_cursor ->> 'memory_id')::uuid, '00000000-0000-0000-0000-000000000000'))
+                       AND memgov.auto_delete_due(d) AND NOT memgov.retention_held(d)
+                     ORDER BY d.created_at, d.memory_id
+                     LIMIT p_batch_size
+                       FOR UPDATE SKIP LOCKED) AS b;
+            v_cursor := CASE WHEN cardinality(batch) >= p_batch_size
+                             THEN jsonb_build_object('step', 'created_at', 'key', v_times[cardinality(v_times)],
+                                                     'memory_id', ids[cardinality(ids)]) END;
+        END IF;
+    ELSE
+        -- some rule no index bounds: walk the table once per run in physical order (a TID range
+        -- scan), up to the size the table had when the walk began. A batch reads at most four
+        -- times p_batch_size rows' worth of blocks (reading is cheap, a batch's commit and
+        -- bookkeeping are not) and takes at most p_batch_size of them; a full batch ends the
+        -- step at the block of its last row
+        v_block := (v_cursor ->> 'block')::bigint;
+        v_blocks := (v_cursor ->> 'blocks')::bigint;
+        IF v_block IS NULL OR v_blocks IS NULL THEN
+            v_block := 0;
+            v_blocks := pg_relation_size('memgov.long_term_memory_items') / current_setting('block_size')::bigint;
+        END IF;
+        v_bound := memgov.auto_delete_confidence_bound();
+        SELECT greatest(1, ceil(4.0 * p_batch_size / CASE WHEN c.relpages > 0 AND c.reltuples > 0
+                                                    THEN c.reltuples / c.relpages ELSE 50 END))::bigint
+          INTO v_width
+          FROM pg_class c WHERE c.oid = 'memgov.long_term_memory_items'::regclass;
+        -- (the rule is named from the locked version of the row)
+        SELECT array_agg(b.ctid), array_agg(b.memory_id), array_agg(b.org_id), array_agg(b.rule_id)
+          INTO batch, ids, orgs, rules
+          FROM (SELECT d.ctid, d.memory_id, d.org_id, memgov.retention_rule(d) AS rule_id
+                  FROM memgov.long_term_memory_items d
+                 WHERE d.ctid >= ('(' || v_block || ',0)')::tid
+                   AND d.ctid < ('(' || (v_block + v_width) || ',0)')::tid
+                   AND (v_bound IS NULL OR d.confidence <= v_bound)
+                   AND memgov.auto_delete_due(d) AND NOT memgov.retention_held(d)
+                 LIMIT p_batch_size
+                   FOR UPDATE SKIP LOCKED) AS b;
+        -- a TID range scan returns rows in ctid order: a full batch resumes at its last row's
+        -- block (its rows are deleted by then; the block's others are read again, so each full
+        -- batch moves on by p_batch_size deletions), any other ends the step
+        v_block := CASE WHEN cardinality(batch) >= p_batch_size
+                        THEN (batch[cardinality(batch)]::text::point)[0]::bigint
+                        ELSE v_block + v_width END;
+        more := v_block < v_blocks;
+        UPDATE memgov.maintenance_runs
+           SET summary = CASE WHEN more THEN summary || jsonb_build_object('cursor', v_block, 'blocks', v_blocks)
+                              ELSE summary - 'cursor' - 'blocks' END
+         WHERE org_id = '*' AND run_id = p_run_id;
+        RETURN;
+    END IF;
+    more := v_cursor IS NOT NULL;
+    UPDATE memgov.maintenance_runs
+       SET summary = CASE WHEN more THEN summary || jsonb_build_object('range', v_cursor) ELSE summary - 'range' END
+     WHERE org_id = '*' AND run_id = p_run_id;
+END
+$function$;
 
 CREATE OR REPLACE FUNCTION memgov.item_expiry(p_item memgov.long_term_memory_items, p_ttl_end timestamp with time zone)
  RETURNS timestamp with time zone
@@ -2914,11 +3059,8 @@ DECLARE
     v_hash      bytea;
     v_horizon   bigint;
     v_next_xid  bigint;
-    v_count     integer;
-    v_ids       bigint[];
-    v_digests   bytea;
-    v_last_x    bigint;
-    v_decided   timestamptz;
+    v_count     bigint;
+    v_seal      record;
     v_new_hash  bytea;
     v_rows      bigint := 0;
     v_seals     integer := 0;
@@ -2964,37 +3106,40 @@ BEGIN
         v_set_id := 0;
         v_set_hash := decode(repeat('00', 32), 'hex');
     END IF;
+    -- Passes of up to 100 seals, each reading its rows once (BRIN, from the chain's end), taking
+    -- each digest once (in the aggregate) and cutting the rows into seals in (xact_id, decision_id)
+    -- order: a query per seal read all the rows still waiting again, a cost per row that grew with them.
     LOOP
-        SELECT count(*)::integer,
-               array_agg(b.decision_id ORDER BY b.xact_id, b.decision_id),
-               string_agg(memgov.decision_digest(b.d), ''::bytea ORDER BY b.xact_id, b.decision_id),
-               max(b.xact_id),
-               max(b.decided_at)
-          INTO v_count, v_ids, v_digests, v_last_x, v_decided
-          -- the digests are taken of the batch only, after the LIMIT (in the subquery's
-          -- target list they would be computed for every remaining row, once per batch)
-          FROM (SELECT d.xact_id, d.decision_id, d.decided_at, d
-                  FROM memgov.decision_log d
-                 WHERE d.xact_id >= v_after_x AND d.xact_id < v_horizon
-                   AND (d.xact_id, d.decision_id) > (v_after_x, v_after_d)
-                 ORDER BY d.xact_id, d.decision_id
-                 LIMIT p_batch_rows) AS b;
-        EXIT WHEN v_count = 0;
-        v_seal_id := v_seal_id + 1;
-        v_new_hash := memgov.seal_hash(v_hash, v_seal_id, v_after_x, v_after_d, v_last_x, v_ids[v_count],
-                                       v_set_id, v_set_hash, v_ids, v_digests);
-        INSERT INTO memgov.decision_log_seals
-               (seal_id, sealed_by, horizon_xact_id, after_xact_id, after_decision_id, last_xact_id,
-                last_decision_id, row_count, decision_ids, row_digests, last_decided_at, prev_hash, seal_hash,
-                settings_change_id, settings_hash)
-        VALUES (v_seal_id, memgov.invoker_role(), v_horizon, v_after_x, v_after_d, v_last_x,
-                v_ids[v_count], v_count, v_ids, v_digests, v_decided, v_hash, v_new_hash, v_set_id, v_set_hash);
-        v_hash := v_new_hash;
-        v_after_x := v_last_x;
-        v_after_d := v_ids[v_count];
+        v_count := 0;
+        FOR v_seal IN
+            SELECT count(*)::integer AS n, array_agg(b.decision_id ORDER BY b.xact_id, b.decision_id) AS ids,
+                   string_agg(memgov.decision_digest(b.d), ''::bytea ORDER BY b.xact_id, b.decision_id) AS digests,
+                   max(b.xact_id) AS last_x, max(b.decided_at) AS decided
+              FROM (SELECT r.*, (row_number() OVER (ORDER BY r.xact_id, r.decision_id) - 1) / p_batch_rows AS seal
+                      FROM (SELECT d.xact_id, d.decision_id, d.decided_at, d
+                              FROM memgov.decision_log d
+                             WHERE d.xact_id >= v_after_x AND d.xact_id < v_horizon
+                               AND (d.xact_id, d.decision_id) > (v_after_x, v_after_d)
+                             ORDER BY d.xact_id, d.decision_id
+                             LIMIT p_batch_rows::bigint * 100) AS r) AS b
+             GROUP BY b.seal ORDER BY b.seal
+        LOOP
+            v_seal_id := v_seal_id + 1;
+            v_new_hash := memgov.seal_hash(v_hash, v_seal_id, v_after_x, v_after_d, v_seal.last_x,
+                                           v_seal.ids[v_seal.n], v_set_id, v_set_hash, v_seal.ids, v_seal.digests);
+            INSERT INTO memgov.decision_log_seals
+                   (seal_id, sealed_by, horizon_xact_id, after_xact_id, after_decision_id, last_xact_id,
+                    last_decision_id, row_count, decision_ids, row_digests, last_decided_at, prev_hash, seal_hash,
+                    settings_change_id, settings_hash)
+            VALUES (v_seal_id, memgov.invoker_role(), v_horizon, v_after_x, v_after_d, v_seal.last_x, v_seal.ids[v_seal.n],
+                    v_seal.n, v_seal.ids, v_seal.digests, v_seal.decided, v_hash, v_new_hash, v_set_id, v_set_hash);
+            v_hash := v_new_hash;
+            SELECT v_seal.last_x, v_seal.ids[v_seal.n] INTO v_after_x, v_after_d;
+            v_count := v_count + v_seal.n;
+            v_seals := v_seals + 1;
+        END LOOP;
         v_rows := v_rows + v_count;
-        v_seals := v_seals + 1;
-        EXIT WHEN v_count < p_batch_rows;
+        EXIT WHEN v_count < p_batch_rows::bigint * 100;
     END LOOP;
     -- the run's summary, when the caller is that run (it holds the maintenance lease)
     IF p_run_id IS NOT NULL THEN
@@ -3769,6 +3914,18 @@ CREATE POLICY unexpired_updates ON memgov.long_term_memory_items
     WITH CHECK (true);
 RESET ROLE;
 
+-- sweep candidates (issue 26): auto_delete rules bound by confidence or by age find their
+-- rows in these two partial indexes (sql/072_retention_candidates.sql), not in a walk of
+-- the whole table. Built here as memgov_owner: a large table takes its time building them.
+SET ROLE memgov_owner;
+CREATE INDEX long_term_memory_items_low_confidence_idx
+    ON memgov.long_term_memory_items (confidence, memory_id)
+    WHERE retention_policy <> 'permanent_until_revoked' AND confidence <= 0.5;
+CREATE INDEX long_term_memory_items_created_at_idx
+    ON memgov.long_term_memory_items (created_at, memory_id)
+    WHERE retention_policy <> 'permanent_until_revoked';
+RESET ROLE;
+
 -- the schema says which revision it is at (0001_initial said none)
 COMMENT ON SCHEMA memgov IS 'memgov-pg: governed long-term memory of AI agents (schema revision 0002_second_release)';
 
@@ -3804,6 +3961,12 @@ BEGIN
     END LOOP;
 END
 $read_functions$;
+RESET ROLE;
+
+-- sweep candidates (issue 26)
+SET ROLE memgov_owner;
+DROP INDEX memgov.long_term_memory_items_low_confidence_idx;
+DROP INDEX memgov.long_term_memory_items_created_at_idx;
 RESET ROLE;
 
 -- audit: the seal covers the settings trail (issue 27), undone. 0001_initial's verification
@@ -5352,6 +5515,29 @@ AS $function$
              WHERE m.retention_policy <> 'permanent_until_revoked') AS d
 $function$;
 
+CREATE OR REPLACE FUNCTION memgov.finish_maintenance(p_run_id bigint, p_preview jsonb DEFAULT NULL::jsonb, p_cron_pruned bigint DEFAULT 0)
+ RETURNS jsonb
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+DECLARE
+    v_summary  jsonb;
+    v_now      timestamptz := clock_timestamp();  -- a dry run's preview ran in this transaction
+BEGIN
+    PERFORM memgov.check_lease();
+    UPDATE memgov.maintenance_runs
+       SET status = 'finished', finished_at = v_now,
+           summary = (coalesce(p_preview, summary) - 'cursor' - 'blocks')
+                     || jsonb_build_object('run_id', run_id, 'dry_run', dry_run,
+                                           'cron_history_pruned', coalesce(p_cron_pruned, 0),
+                                           'started_at', started_at, 'finished_at', v_now)
+     WHERE org_id = '*' AND run_id = p_run_id AND status = 'running'
+    RETURNING summary INTO v_summary;
+    RETURN v_summary;
+END
+$function$;
+
 CREATE OR REPLACE FUNCTION memgov.apply_retention(memory_id uuid)
  RETURNS jsonb
  LANGUAGE plpgsql
@@ -5800,6 +5986,10 @@ DROP FUNCTION memgov.sweep_expired(integer);
 DROP FUNCTION memgov.refresh_ttl(uuid[]);
 
 DROP FUNCTION memgov.item_expiry(memgov.long_term_memory_items,timestamp with time zone);
+
+DROP FUNCTION memgov.auto_delete_batch(bigint,integer);
+
+DROP FUNCTION memgov.auto_delete_anchors();
 
 RESET ROLE;
 DROP FUNCTION memgov.cron_settings();

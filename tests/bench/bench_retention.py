@@ -1,7 +1,8 @@
 """The retention sweep vs. a plain DELETE, how both scale, and writers during a sweep.
 
     python -m tests.bench.bench_retention [--dsn DSN] [--rows 400000] [--repeat 3]
-        [--sizes 10000,100000] [--million] [--batch-sizes 500,1000,2000,5000,10000]
+        [--sizes 10000,100000] [--million] [--tables 100000,2000000] [--table-expired 10000]
+        [--batch-sizes 500,1000,2000,5000,10000]
         [--window 5] [--no-writers]
 
 (a) ``CALL memgov.run_maintenance()`` deleting the expired half (--rows / 2)
@@ -10,7 +11,7 @@
     no trigger, no log), best of --repeat, with the spread of the runs and the
     cost per deleted row. Must: at most 3.0x the DELETE; goal: 2.0x. The
     sweep is timed with the default policy (whose auto_delete rules make it
-    also walk the surviving half) and with the same policy minus its
+    also read their index range: low confidences, none here) and with the same policy minus its
     auto_delete rules (TTL work only). Profile rows time the parts on their
     own: the governed table's DELETE as the engine (its row trigger's WHEN
     skips the trigger function), the sweep's batching on the bare copy, and
@@ -19,6 +20,10 @@
 (s) Scaling: the same two figures for each size of --sizes expired rows (half
     of a table twice as large), a line per size; --million adds 1 000 000
     expired rows out of 2 000 000 (about ten minutes on 2 CPUs: off by default).
+(t) The same --table-expired expired rows (default 10 000) in tables of each size of
+    --tables rows (default 100 000 and 2 000 000), the rest fresh: the sweep's time in
+    each and its ratio to the smallest. Must: at most 1.5x from 100k to 2M; goal: 1.2x.
+    The sweep's candidates come from indexes, so the table's size should not show.
 (b) Two writers doing single-row INSERTs through the governed table (as
     memgov_writer, memgov.org_id set, default policy deployed, one statement
     per transaction): inserts per second while a sweep runs vs. without one,
@@ -130,6 +135,17 @@ SELECT 't' || (g %% 10), 'p' || (g %% 50), 'agent',
 """
 
 
+_RETENTION = "CASE WHEN g %% 2 = 0 THEN 'ttl_7d' WHEN g %% 4 = 1 THEN 'ttl_30d' ELSE 'permanent_until_revoked' END"
+_CREATED = "CASE WHEN g %% 2 = 0 THEN now() - interval '8 days' ELSE now() - interval '1 day' END"
+assert _RETENTION in FILL and _CREATED in FILL
+# (t): the same rows, none expired (ttl_30d or permanent, a day old) ...
+FRESH = FILL.replace(_RETENTION, "CASE WHEN g %% 2 = 0 THEN 'ttl_30d' ELSE 'permanent_until_revoked' END").replace(
+    _CREATED, "now() - interval '1 day'"
+)
+# ... and all expired (ttl_7d, 8 days old)
+EXPIRED = FILL.replace(_RETENTION, "'ttl_7d'").replace(_CREATED, "now() - interval '8 days'")
+
+
 APPEND_ONLY = ("decision_log", "decision_log_seals", "decision_log_archives")
 
 
@@ -167,6 +183,23 @@ def fill(conn: psycopg.Connection[Any], rows: int, every: int = 2, bare: bool = 
     conn.execute(
         "VACUUM ANALYZE memgov.long_term_memory_items, bench.bare, memgov.deletion_log, bench.batch_log, bench.row_log"
     )
+    conn.execute("CHECKPOINT")
+
+
+def fill_table(conn: psycopg.Connection[Any], rows: int, due: int) -> None:
+    """(t): ``rows - due`` fresh rows, then ``due`` expired ones (topped up again before each run)."""
+    reset(conn)
+    with conn.transaction():
+        conn.execute("SET LOCAL ROLE memgov_owner")
+        conn.execute(FRESH, {"rows": rows - due})
+    top_up(conn, due)
+
+
+def top_up(conn: psycopg.Connection[Any], due: int) -> None:
+    with conn.transaction():
+        conn.execute("SET LOCAL ROLE memgov_owner")
+        conn.execute(EXPIRED, {"rows": due})
+    conn.execute("VACUUM ANALYZE memgov.long_term_memory_items, memgov.deletion_log")
     conn.execute("CHECKPOINT")
 
 
@@ -358,6 +391,8 @@ def main() -> None:
     p.add_argument("--rows", type=int, default=400_000, help="rows in the table; half of them expired")
     p.add_argument("--sizes", default="10000,100000", help="expired rows per scaling line (comma-separated)")
     p.add_argument("--million", action="store_true", help="add a scaling line of 1 000 000 expired rows (slow)")
+    p.add_argument("--tables", default="100000,2000000", help="(t) table sizes (comma-separated; empty: skip)")
+    p.add_argument("--table-expired", type=int, default=10_000, help="(t) expired rows in each table")
     p.add_argument("--batch-sizes", default="", help="retention.batch_size values to compare (comma-separated)")
     p.add_argument("--window", type=float, default=5.0, help="seconds of writer throughput without a sweep")
     p.add_argument("--no-writers", action="store_true", help="skip (b), the writers")
@@ -365,6 +400,7 @@ def main() -> None:
     rows = args.rows
     sizes = [int(s) for s in args.sizes.split(",") if s.strip()] + ([1_000_000] if args.million else [])
     batch_sizes = [int(s) for s in args.batch_sizes.split(",") if s.strip()]
+    tables = [int(s) for s in args.tables.split(",") if s.strip()]
     with bench_database(args.dsn, "memgov_bench_retention") as dsn, psycopg.connect(dsn, autocommit=True) as conn:
         conn.execute("SET max_parallel_workers_per_gather = 0")
         conn.execute(SETUP)
@@ -403,7 +439,7 @@ def main() -> None:
         wal_plain, wal_sweep = wal_of(lambda: plain_delete(conn)), wal_of(lambda: sweep(conn))
         results += [
             line(f"(a) plain DELETE of {due} rows (bare copy)", plain_times, due, plain),
-            line(f"(a) sweep, default policy, batch_size {batch} (TTL + auto_delete walk)", default, due, plain,
+            line(f"(a) sweep, default policy, batch_size {batch} (TTL + auto_delete)", default, due, plain,
                  " (must ≤ 3.0, goal ≤ 2.0)"),
             line("(a) sweep, default policy minus auto_delete rules", ttl_only, due, plain),
             line("(a) profile: one DELETE on the governed table as memgov_owner", engine, due, plain),
@@ -421,6 +457,23 @@ def main() -> None:
                 line(f"(s) {size} expired of {2 * size}: plain DELETE", plain_s, size, min(plain_s)),
                 line(f"(s) {size} expired of {2 * size}: sweep", sweep_s, size, min(plain_s)),
             ]
+
+        # (t) the same expired rows in tables of growing size
+        smallest = None
+        for size in tables:
+            fill_table(conn, size, args.table_expired)
+            took: list[float] = []
+            for _ in range(args.repeat):
+                if took:  # the last run swept them: the same number expired again
+                    top_up(conn, args.table_expired)
+                took += timings(1, lambda: sweep(conn))
+            left = conn.execute("SELECT count(*) FROM memgov.long_term_memory_items").fetchone()[0]
+            assert left == size - args.table_expired, left
+            smallest = smallest or min(took)
+            results.append((f"(t) {args.table_expired} expired in a table of {size}: sweep",
+                            f"{min(took):.3f} s{spread(took)}", f"{min(took) / args.table_expired * 1e6:.2f} µs/row",
+                            f"{min(took) / smallest:.2f}× the {tables[0]}-row table"
+                            + (" (must ≤ 1.5, goal ≤ 1.2)" if size != tables[0] else "")))  # fmt: skip
 
         # (b) two writers with and without a sweep
         def writers_line(label: str, sweep_yield: str | None) -> tuple[tuple[str, ...], list[str]]:
