@@ -133,8 +133,9 @@ AS $$
                 THEN p_b ELSE p_a END
 $$;
 
--- Logs one decision (by p_actor, for session_user); returns its decision_id. The only
--- INSERT into memgov.decision_log but the flush of a statement's shared decisions (below).
+-- Logs one decision (by p_actor, for session_user); returns its decision_id. memgov.govern
+-- and the write trigger's stored row carry the same INSERT written out (a PL/pgSQL call
+-- costs a single-row write 13k instructions): a change here is a change there.
 -- A read's row also says what was asked (a fingerprint) and what it returned and withheld.
 -- (No SET clause: it runs once per governed row, inside functions that pin search_path,
 -- and names only qualified objects. It takes the memory's ids, not its row: a whole row
@@ -225,7 +226,7 @@ $$;
 
 -- The one path from a decision to its consequences, for every governed write and read: the
 -- write trigger, feedback (edit, forget), approvals (re-decided) and recall all end here.
--- It logs the decision (memgov.log_decision), records the shadow's verdict beside it,
+-- It logs the decision (memgov.log_decision's INSERT), records the shadow's verdict beside it,
 -- files a held or quarantined write or read for reviewers (with a NOTIFY on the tenant's
 -- approval channel), keeps a replay sample, and announces what is not an allow: MG403 for
 -- a denial (unless p_raise is false: memgov.remember and the trigger's skip mode report it
@@ -426,8 +427,9 @@ $$;
 
 -- The client row trigger on memgov.long_term_memory_items (BEFORE INSERT OR UPDATE,
 -- WHEN current_user <> 'memgov_owner'). PL/pgSQL prepares each expression it evaluates once
--- per transaction, and a single-row write is a transaction: the common case (a remembered
--- memory the policy stores) takes as few statements as the checks allow.
+-- per transaction, 3k-10k instructions each, and a single-row write is a transaction: the
+-- common case (a remembered memory the policy stores) evaluates as few expressions as the
+-- checks allow, each rare case behind one test that the common case fails.
 CREATE FUNCTION memgov.enforce_write()
 RETURNS trigger
 LANGUAGE plpgsql
@@ -442,35 +444,31 @@ DECLARE
     v_outcome    memgov.write_outcome;
     v_shadow     memgov.shadow_verdict;
     v_skip       boolean;
-    v_engine     boolean;
     v_batch      text;
     v_key        text;
-    v_at         integer;
     v_id         bigint;
     v_first      text;  -- memgov.batch as the statement's first stored row set it
 BEGIN
-    IF TG_TABLE_SCHEMA <> 'memgov' OR TG_TABLE_NAME <> 'long_term_memory_items' THEN
-        RAISE EXCEPTION 'memgov.enforce_write() governs memgov.long_term_memory_items only'
-            USING ERRCODE = '42501';
-    END IF;
-
-    -- memgov's own functions have decided already (memgov.engine_writes): the derived
-    -- columns follow the row, nothing else (also for a session acting as memgov_owner)
-    v_engine := v_actor = 'memgov_owner';
-    v_batch := current_setting('memgov.engine_write', true);
-    IF NOT v_engine AND v_batch <> '' THEN
-        v_engine := memgov.is_engine_write(v_batch);
-    END IF;
-    IF v_engine THEN
-        -- (a new text search configuration alone, from a deploy, is no change of the memory)
-        IF TG_OP = 'UPDATE' AND NEW.updated_at = OLD.updated_at AND NEW.search_config = OLD.search_config THEN
-            NEW.updated_at := pg_catalog.now();
-        ELSIF TG_OP = 'INSERT' THEN
-            NEW.search_config := memgov.search_config(NEW.org_id);
+    -- (one test for another table, memgov_owner and an engine write, which a client's write fails)
+    IF v_actor = 'memgov_owner' OR current_setting('memgov.engine_write', true) <> ''
+       OR TG_RELID <> 'memgov.long_term_memory_items'::regclass THEN
+        IF TG_TABLE_SCHEMA <> 'memgov' OR TG_TABLE_NAME <> 'long_term_memory_items' THEN
+            RAISE EXCEPTION 'memgov.enforce_write() governs memgov.long_term_memory_items only'
+                USING ERRCODE = '42501';
         END IF;
-        NEW.expires_at := memgov.expiry_of(NEW.retention_policy, NEW.created_at);
-        NEW.low_confidence_since := memgov.low_confidence_since(NEW);
-        RETURN NEW;
+        -- memgov's own functions have decided already (memgov.engine_writes): the derived
+        -- columns follow the row, nothing else (also for a session acting as memgov_owner)
+        IF v_actor = 'memgov_owner' OR memgov.is_engine_write(current_setting('memgov.engine_write', true)) THEN
+            -- (a new text search configuration alone, from a deploy, is no change of the memory)
+            IF TG_OP = 'UPDATE' AND NEW.updated_at = OLD.updated_at AND NEW.search_config = OLD.search_config THEN
+                NEW.updated_at := pg_catalog.now();
+            ELSIF TG_OP = 'INSERT' THEN
+                NEW.search_config := memgov.search_config(NEW.org_id);
+            END IF;
+            NEW.expires_at := memgov.expiry_of(NEW.retention_policy, NEW.created_at);
+            NEW.low_confidence_since := memgov.low_confidence_since(NEW);
+            RETURN NEW;
+        END IF;
     END IF;
 
     -- the engine's columns: whatever a client's statement said, the engine decides
@@ -478,26 +476,36 @@ BEGIN
         -- another tenant is refused before anything is decided, logged or filed
         -- (row level security would see the row only after this trigger); under tenant
         -- binding the session's own setting may name a tenant the login is not granted
-        IF NEW.org_id IS DISTINCT FROM current_setting('memgov.org_id', true) OR memgov.binding_on() THEN
-            PERFORM memgov.check_tenant(NEW.org_id);
+        -- (one test for both, and for a row over 1 KiB: the size limits)
+        IF NEW.org_id IS DISTINCT FROM current_setting('memgov.org_id', true) OR memgov.binding_on()
+           OR pg_column_size(NEW) > 1024 THEN
+            IF NEW.org_id IS DISTINCT FROM current_setting('memgov.org_id', true) OR memgov.binding_on() THEN
+                PERFORM memgov.check_tenant(NEW.org_id);
+            END IF;
+            IF pg_column_size(NEW) > 1024 THEN
+                PERFORM memgov.check_item_size(NEW);
+            END IF;
         END IF;
-        IF pg_column_size(NEW) > 1024 THEN
-            PERFORM memgov.check_item_size(NEW);
-        END IF;
-        -- a new memory starts active, never confirmed, undecided (one test for the five)
-        IF (NEW.status, NEW.last_confirmed_at, NEW.low_confidence_since, NEW.policy_version, NEW.decision_id)
-           IS DISTINCT FROM ('active', NULL, NULL, NULL, NULL) THEN
+        -- a new memory starts active, never confirmed, undecided, without expiry (one test
+        -- for the six)
+        IF NEW.status IS DISTINCT FROM 'active' OR NEW.last_confirmed_at IS NOT NULL
+           OR NEW.low_confidence_since IS NOT NULL OR NEW.policy_version IS NOT NULL
+           OR NEW.decision_id IS NOT NULL OR NEW.expires_at IS NOT NULL THEN
             NEW.status := 'active';
             NEW.last_confirmed_at := NULL;
             NEW.low_confidence_since := NULL;
             NEW.policy_version := NULL;
             NEW.decision_id := NULL;
+            NEW.expires_at := NULL;
         END IF;
         NEW.created_at := pg_catalog.now();
         NEW.updated_at := NEW.created_at;
-        NEW.expires_at := memgov.expiry_of(NEW.retention_policy, NEW.created_at);
-        IF NEW.retention_policy = 'confidence_based' THEN
-            NEW.low_confidence_since := memgov.low_confidence_since(NEW);
+        -- (memgov.expiry_of is NULL for the default retention, which is kept)
+        IF NEW.retention_policy <> 'permanent_until_revoked' THEN
+            NEW.expires_at := memgov.expiry_of(NEW.retention_policy, NEW.created_at);
+            IF NEW.retention_policy = 'confidence_based' THEN
+                NEW.low_confidence_since := memgov.low_confidence_since(NEW);
+            END IF;
         END IF;
         NEW.search_config := memgov.search_config(NEW.org_id);
         v_operation := 'remember';
@@ -549,18 +557,23 @@ BEGIN
     -- a log row of its own).
     IF (v_decision.action = 'allow' OR NOT v_decision.enforced)
        AND current_setting('memgov.capture', true) IS DISTINCT FROM 'on' THEN
-        v_batch := current_setting('memgov.batch', true);
-        IF v_batch <> '' AND v_shadow.shadow_id IS NULL
-           AND starts_with(v_batch, statement_timestamp()::text || E'\x1c') THEN
-            v_key := concat_ws(E'\x1f', v_operation, NEW.org_id, v_actor, v_decision.action, v_decision.enforced,
-                               v_decision.policy_version, v_decision.mode, v_decision.risk_level,
-                               array_to_string(v_decision.reason_codes, E'\x1f', ''),
-                               array_to_string(v_decision.matched_rule_ids, E'\x1f', ''));
-            v_at := strpos(v_batch, E'\x1e' || v_key || E'\x1d');
-            IF v_at = 0 THEN
-                v_id := memgov.first_shared(v_batch, v_key, NEW.org_id, v_operation, v_actor, v_decision);
-            ELSIF hashtextextended(v_batch, currval('memgov.session_key')) = currval('memgov.batch_seal') THEN
-                v_id := substr(v_batch, v_at + length(v_key) + 2, 20)::bigint;
+        -- (a transaction's first statement finds memgov.batch empty: one test)
+        IF current_setting('memgov.batch', true) <> '' THEN
+            v_batch := current_setting('memgov.batch', true);
+            IF v_shadow.shadow_id IS NULL AND starts_with(v_batch, statement_timestamp()::text || E'\x1c') THEN
+                v_key := concat_ws(E'\x1f', v_operation, NEW.org_id, v_actor, v_decision.action, v_decision.enforced,
+                                   v_decision.policy_version, v_decision.mode, v_decision.risk_level,
+                                   array_to_string(v_decision.reason_codes, E'\x1f', ''),
+                                   array_to_string(v_decision.matched_rule_ids, E'\x1f', ''));
+                -- the decision's entry, while memgov.batch is as the engine sealed it; else (no
+                -- entry yet, or none to trust) the first row's log row, if alike. One expression:
+                -- a later row of a bulk statement evaluates it and nothing more.
+                v_id := coalesce(
+                    CASE WHEN strpos(v_batch, E'\x1e') = 0 THEN NULL  -- no entry (nor a seal) yet
+                         WHEN hashtextextended(v_batch, currval('memgov.session_key')) = currval('memgov.batch_seal')
+                         THEN nullif(left(split_part(v_batch, E'\x1e' || v_key || E'\x1d', 2), 20), '')::bigint
+                    END,
+                    memgov.first_shared(v_batch, v_key, NEW.org_id, v_operation, v_actor, v_decision));
             END IF;
         END IF;
         IF v_id IS NOT NULL THEN
