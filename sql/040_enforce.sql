@@ -570,6 +570,7 @@ BEGIN
                 -- a later row of a bulk statement evaluates it and nothing more.
                 v_id := coalesce(
                     CASE WHEN strpos(v_batch, E'\x1e') = 0 THEN NULL  -- no entry (nor a seal) yet
+                         WHEN current_setting('memgov.session_keyed', true) IS DISTINCT FROM 'on' THEN NULL
                          WHEN hashtextextended(v_batch, currval('memgov.session_key')) = currval('memgov.batch_seal')
                          THEN nullif(left(split_part(v_batch, E'\x1e' || v_key || E'\x1d', 2), 20), '')::bigint
                     END,
