@@ -1008,8 +1008,17 @@ BEGIN
           FROM memgov.log_read_on_primary(p_operation, p_item, p_actor, p_decision, p_payload, p_file,
                                           p_fingerprint, p_returned, p_withheld) AS r;
     ELSE
-        v_outcome.decision_id := memgov.log_decision(p_operation, p_item.memory_id, p_item.org_id, p_actor, p_decision,
-                                                     p_fingerprint, p_returned, p_withheld, p_login);
+        -- memgov.log_decision's INSERT, written out: a PL/pgSQL call less per decision
+        INSERT INTO memgov.decision_log
+               (operation, memory_id, org_id, action, reason_codes, matched_rule_ids,
+                policy_version, mode, enforced, actor, login, risk_score, risk_level,
+                query_fingerprint, returned, withheld)
+        VALUES (p_operation, p_item.memory_id, p_item.org_id, p_decision.action,
+                p_decision.reason_codes, p_decision.matched_rule_ids, p_decision.policy_version,
+                p_decision.mode, p_decision.enforced, p_actor, coalesce(p_login, session_user),
+                pg_catalog.round(p_decision.risk_score, 3), p_decision.risk_level,
+                p_fingerprint, p_returned, p_withheld)
+        RETURNING decision_id INTO v_outcome.decision_id;
         IF p_shadow.shadow_id IS NOT NULL THEN
             PERFORM memgov.record_shadow(p_shadow, p_operation, p_item, p_decision, v_outcome.decision_id);
         END IF;
@@ -1140,40 +1149,38 @@ DECLARE
     v_outcome    memgov.write_outcome;
     v_shadow     memgov.shadow_verdict;
     v_skip       boolean;
-    v_engine     boolean;
     v_batch      text;
     v_key        text;
-    v_at         integer;
     v_id         bigint;
+    v_first      text;  -- memgov.batch as the statement's first stored row set it
 BEGIN
-    IF TG_TABLE_SCHEMA <> 'memgov' OR TG_TABLE_NAME <> 'long_term_memory_items' THEN
-        RAISE EXCEPTION 'memgov.enforce_write() governs memgov.long_term_memory_items only'
-            USING ERRCODE = '42501';
-    END IF;
-
-    -- memgov's own functions have decided already (memgov.engine_writes): the derived
-    -- columns follow the row, nothing else (also for a session acting as memgov_owner)
-    v_engine := v_actor = 'memgov_owner';
-    v_batch := current_setting('memgov.engine_write', true);
-    IF NOT v_engine AND v_batch <> '' THEN
-        v_engine := memgov.is_engine_write(v_batch);
-    END IF;
-    IF v_engine THEN
-        -- (a new text search configuration or read class alone, from a deploy, is no change
-        -- of the memory; nor is a new expires_at, which only memgov.refresh_ttl sets: a TTL's
-        -- refresh)
-        IF TG_OP = 'UPDATE' AND NEW.updated_at = OLD.updated_at AND NEW.search_config = OLD.search_config
-           AND NEW.read_class IS NOT DISTINCT FROM OLD.read_class
-           AND NEW.expires_at IS NOT DISTINCT FROM OLD.expires_at THEN
-            NEW.updated_at := pg_catalog.now();
-        ELSIF TG_OP = 'INSERT' THEN
-            NEW.search_config := memgov.search_config(NEW.org_id);
+    -- (one test for another table, memgov_owner and an engine write, which a client's write fails)
+    IF v_actor = 'memgov_owner' OR current_setting('memgov.engine_write', true) <> ''
+       OR TG_RELID <> 'memgov.long_term_memory_items'::regclass THEN
+        IF TG_TABLE_SCHEMA <> 'memgov' OR TG_TABLE_NAME <> 'long_term_memory_items' THEN
+            RAISE EXCEPTION 'memgov.enforce_write() governs memgov.long_term_memory_items only'
+                USING ERRCODE = '42501';
         END IF;
-        -- the TTL runs on to the end the row has (a refresh's, the held write's), else from now
-        NEW.expires_at := memgov.item_expiry(NEW, coalesce(NEW.expires_at, pg_catalog.now() + NEW.ttl_minutes * interval '1 minute'));
-        NEW.low_confidence_since := memgov.low_confidence_since(NEW);
-        NEW.read_class := memgov.read_class(NEW);
-        RETURN NEW;
+        -- memgov's own functions have decided already (memgov.engine_writes): the derived
+        -- columns follow the row, nothing else (also for a session acting as memgov_owner)
+        IF v_actor = 'memgov_owner' OR memgov.is_engine_write(current_setting('memgov.engine_write', true)) THEN
+            -- (a new text search configuration or read class alone, from a deploy, is no change
+            -- of the memory; nor is a new expires_at, which only memgov.refresh_ttl sets: a
+            -- TTL's refresh)
+            IF TG_OP = 'UPDATE' AND NEW.updated_at = OLD.updated_at AND NEW.search_config = OLD.search_config
+               AND NEW.read_class IS NOT DISTINCT FROM OLD.read_class
+               AND NEW.expires_at IS NOT DISTINCT FROM OLD.expires_at THEN
+                NEW.updated_at := pg_catalog.now();
+            ELSIF TG_OP = 'INSERT' THEN
+                NEW.search_config := memgov.search_config(NEW.org_id);
+            END IF;
+            -- the TTL runs on to the end the row has (a refresh's, the held write's), else from now
+            NEW.expires_at := memgov.item_expiry(NEW, coalesce(NEW.expires_at,
+                                                               pg_catalog.now() + NEW.ttl_minutes * interval '1 minute'));
+            NEW.low_confidence_since := memgov.low_confidence_since(NEW);
+            NEW.read_class := memgov.read_class(NEW);
+            RETURN NEW;
+        END IF;
     END IF;
 
     -- the engine's columns: whatever a client's statement said, the engine decides
@@ -1181,26 +1188,36 @@ BEGIN
         -- another tenant is refused before anything is decided, logged or filed
         -- (row level security would see the row only after this trigger); under tenant
         -- binding the session's own setting may name a tenant the login is not granted
-        IF NEW.org_id IS DISTINCT FROM current_setting('memgov.org_id', true) OR memgov.binding_on() THEN
-            PERFORM memgov.check_tenant(NEW.org_id);
+        -- (one test for both, and for a row over 1 KiB: the size limits)
+        IF NEW.org_id IS DISTINCT FROM current_setting('memgov.org_id', true) OR memgov.binding_on()
+           OR pg_column_size(NEW) > 1024 THEN
+            IF NEW.org_id IS DISTINCT FROM current_setting('memgov.org_id', true) OR memgov.binding_on() THEN
+                PERFORM memgov.check_tenant(NEW.org_id);
+            END IF;
+            IF pg_column_size(NEW) > 1024 THEN
+                PERFORM memgov.check_item_size(NEW);
+            END IF;
         END IF;
-        IF pg_column_size(NEW) > 1024 THEN
-            PERFORM memgov.check_item_size(NEW);
-        END IF;
-        -- a new memory starts active, never confirmed, undecided (one test for the five)
-        IF (NEW.status, NEW.last_confirmed_at, NEW.low_confidence_since, NEW.policy_version, NEW.decision_id)
-           IS DISTINCT FROM ('active', NULL, NULL, NULL, NULL) THEN
+        -- a new memory starts active, never confirmed, undecided, without expiry (one test
+        -- for the six)
+        IF NEW.status IS DISTINCT FROM 'active' OR NEW.last_confirmed_at IS NOT NULL
+           OR NEW.low_confidence_since IS NOT NULL OR NEW.policy_version IS NOT NULL
+           OR NEW.decision_id IS NOT NULL OR NEW.expires_at IS NOT NULL THEN
             NEW.status := 'active';
             NEW.last_confirmed_at := NULL;
             NEW.low_confidence_since := NULL;
             NEW.policy_version := NULL;
             NEW.decision_id := NULL;
+            NEW.expires_at := NULL;
         END IF;
         NEW.created_at := pg_catalog.now();
         NEW.updated_at := NEW.created_at;
-        NEW.expires_at := memgov.item_expiry(NEW, NEW.updated_at + NEW.ttl_minutes * interval '1 minute');
-        IF NEW.retention_policy = 'confidence_based' THEN
-            NEW.low_confidence_since := memgov.low_confidence_since(NEW);
+        -- (no expiry for the default retention without a TTL, which is kept)
+        IF NEW.retention_policy <> 'permanent_until_revoked' OR NEW.ttl_minutes IS NOT NULL THEN
+            NEW.expires_at := memgov.item_expiry(NEW, NEW.updated_at + NEW.ttl_minutes * interval '1 minute');
+            IF NEW.retention_policy = 'confidence_based' THEN
+                NEW.low_confidence_since := memgov.low_confidence_since(NEW);
+            END IF;
         END IF;
         NEW.search_config := memgov.search_config(NEW.org_id);
         v_operation := 'remember';
@@ -1256,38 +1273,58 @@ BEGIN
     -- a log row of its own).
     IF (v_decision.action = 'allow' OR NOT v_decision.enforced)
        AND current_setting('memgov.capture', true) IS DISTINCT FROM 'on' THEN
-        v_batch := current_setting('memgov.batch', true);
-        IF v_batch <> '' AND v_shadow.shadow_id IS NULL
-           AND starts_with(v_batch, statement_timestamp()::text || E'\x1c') THEN
-            v_key := concat_ws(E'\x1f', v_operation, NEW.org_id, v_actor, v_decision.action, v_decision.enforced,
-                               v_decision.policy_version, v_decision.mode, v_decision.risk_level,
-                               array_to_string(v_decision.reason_codes, E'\x1f', ''),
-                               array_to_string(v_decision.matched_rule_ids, E'\x1f', ''));
-            v_at := strpos(v_batch, E'\x1e' || v_key || E'\x1d');
-            IF v_at = 0 THEN
-                v_id := memgov.first_shared(v_batch, v_key, NEW.org_id, v_operation, v_actor, v_decision);
-            ELSIF hashtextextended(v_batch, currval('memgov.session_key')) = currval('memgov.batch_seal') THEN
-                v_id := substr(v_batch, v_at + length(v_key) + 2, 20)::bigint;
+        -- (a transaction's first statement finds memgov.batch empty: one test)
+        IF current_setting('memgov.batch', true) <> '' THEN
+            v_batch := current_setting('memgov.batch', true);
+            IF v_shadow.shadow_id IS NULL AND starts_with(v_batch, statement_timestamp()::text || E'\x1c') THEN
+                v_key := concat_ws(E'\x1f', v_operation, NEW.org_id, v_actor, v_decision.action, v_decision.enforced,
+                                   v_decision.policy_version, v_decision.mode, v_decision.risk_level,
+                                   array_to_string(v_decision.reason_codes, E'\x1f', ''),
+                                   array_to_string(v_decision.matched_rule_ids, E'\x1f', ''));
+                -- the decision's entry, while memgov.batch is as the engine sealed it; else (no
+                -- entry yet, or none to trust) the first row's log row, if alike. One expression:
+                -- a later row of a bulk statement evaluates it and nothing more.
+                v_id := coalesce(
+                    CASE WHEN strpos(v_batch, E'\x1e') = 0 THEN NULL  -- no entry (nor a seal) yet
+                         WHEN current_setting('memgov.session_keyed', true) IS DISTINCT FROM 'on' THEN NULL
+                         WHEN hashtextextended(v_batch, currval('memgov.session_key')) = currval('memgov.batch_seal')
+                         THEN nullif(left(split_part(v_batch, E'\x1e' || v_key || E'\x1d', 2), 20), '')::bigint
+                    END,
+                    memgov.first_shared(v_batch, v_key, NEW.org_id, v_operation, v_actor, v_decision));
             END IF;
         END IF;
         IF v_id IS NOT NULL THEN
             IF memgov.sample_rate(NEW.org_id) > 0 AND pg_catalog.random() < memgov.sample_rate(NEW.org_id) THEN
                 PERFORM memgov.keep_sample(v_operation, NEW, v_actor, v_id);
             END IF;
+            NEW.decision_id := v_id;
+            NEW.policy_version := v_decision.policy_version;
         ELSIF v_shadow.shadow_id IS NULL AND memgov.sample_rate(NEW.org_id) = 0 THEN
             -- its log row is a stored write's one consequence (memgov.govern is the path of
-            -- every other: a shadow's verdict beside it, a replay sample)
-            v_id := memgov.log_decision(v_operation, NEW.memory_id, NEW.org_id, v_actor, v_decision);
-            IF v_key IS NULL THEN  -- the statement's first stored row
-                v_key := set_config('memgov.batch', statement_timestamp()::text || E'\x1c' || v_id, true);
-            ELSE
+            -- every other: a shadow's verdict beside it, a replay sample). memgov.log_decision's
+            -- INSERT, written out: a PL/pgSQL call costs a single-row write 13k instructions.
+            -- Its RETURNING fills the row's engine columns and, for the statement's first stored
+            -- row, memgov.batch (each PL/pgSQL statement saved is one less prepared per write).
+            INSERT INTO memgov.decision_log
+                   (operation, memory_id, org_id, action, reason_codes, matched_rule_ids,
+                    policy_version, mode, enforced, actor, login, risk_score, risk_level)
+            VALUES (v_operation, NEW.memory_id, NEW.org_id, v_decision.action,
+                    v_decision.reason_codes, v_decision.matched_rule_ids, v_decision.policy_version,
+                    v_decision.mode, v_decision.enforced, v_actor, session_user,
+                    round(v_decision.risk_score, 3), v_decision.risk_level)
+            RETURNING decision_id, decision_id, policy_version,
+                      CASE WHEN v_key IS NULL  -- the statement's first stored row
+                           THEN set_config('memgov.batch', statement_timestamp()::text || E'\x1c' || decision_id, true)
+                      END
+                 INTO v_id, NEW.decision_id, NEW.policy_version, v_first;
+            IF v_key IS NOT NULL THEN
                 PERFORM memgov.share_decision(v_batch, v_key, v_id);
             END IF;
         ELSE
             v_id := (memgov.govern(v_operation, NEW, v_actor, v_decision, v_shadow, p_silent => true)).decision_id;
+            NEW.decision_id := v_id;
+            NEW.policy_version := v_decision.policy_version;
         END IF;
-        NEW.decision_id := v_id;
-        NEW.policy_version := v_decision.policy_version;
         IF memgov.reads_governed(NEW.org_id) THEN
             -- its INSERT ... RETURNING reads it back (memgov.written_here)
             v_key := set_config('memgov.written', memgov.row_token(NEW, CASE WHEN current_setting('memgov.session_keyed', true) = 'on' THEN currval('memgov.session_key') ELSE memgov.session_key() END), true);

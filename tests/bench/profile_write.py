@@ -16,9 +16,9 @@ below it replaced by stand-ins that cost (almost) nothing:
     bare copy of the table          bench.bare: no trigger, no row security
     governed table, trigger off     row security and the statement triggers (flush_inserted)
     + an empty write trigger        enforce_write() reduced to RETURN NEW
-    + the trigger's own work        the engine columns and checks; a constant decision, no log row (nor its listing)
-    + the policy's decision         memgov.decide() as deployed; no log row
-    + the decision log row          the write path as shipped
+    + the trigger's own work        the engine columns and checks, a constant decision and its
+                                    log row (the trigger and memgov.govern write it themselves)
+    + the policy's decision         memgov.decide() as deployed: the write path as shipped
 
 Columns: a single-row INSERT transaction that the policy stores, one that it
 holds for approval (a request filed, reviewers notified), and a row of a bulk
@@ -57,23 +57,14 @@ BEGIN
                ARRAY['CONSTANT']::text[], ARRAY['constant']::text[], '1.0.0', 'enforce', true,
                NULL, NULL)::memgov.decision;
 END $body$"""
-NO_LOG_ROW = """
-CREATE OR REPLACE FUNCTION memgov.log_decision(p_operation text, p_memory_id uuid, p_org_id text, p_actor text,
-                                               p_decision memgov.decision, p_fingerprint text DEFAULT NULL,
-                                               p_returned integer DEFAULT NULL, p_withheld integer DEFAULT NULL)
-RETURNS bigint LANGUAGE plpgsql AS $body$ BEGIN RETURN 0; END $body$"""
-NO_SHARED_LIST = """
-CREATE OR REPLACE FUNCTION memgov.list_shared(p_shared memgov.shared_decision[])
-RETURNS void LANGUAGE plpgsql AS $body$ BEGIN END $body$"""
 DISABLE_TRIGGER = f"ALTER TABLE {GOVERNED} DISABLE TRIGGER enforce_write"
 
 LAYERS: list[tuple[str, str, list[str]]] = [
     ("bare copy of the table", "bench.bare", []),
     ("governed table, write trigger off", GOVERNED, [DISABLE_TRIGGER]),
     ("+ an empty write trigger", GOVERNED, [f"{{header}} AS $body$ {EMPTY_TRIGGER} $body$"]),
-    ("+ the trigger's own work", GOVERNED, [CONSTANT_DECISION, NO_LOG_ROW, NO_SHARED_LIST]),
-    ("+ the policy's decision", GOVERNED, [NO_LOG_ROW, NO_SHARED_LIST]),
-    ("+ the decision log row (as shipped)", GOVERNED, []),
+    ("+ the trigger's own work and log row", GOVERNED, [CONSTANT_DECISION]),
+    ("+ the policy's decision (as shipped)", GOVERNED, []),
 ]
 
 SINGLE = (
