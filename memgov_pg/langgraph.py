@@ -14,7 +14,8 @@ read back exactly). A put is ``memgov.remember`` (an update when the key exists)
 level security, which applies the tenant's get rules. A denied put or delete raises
 :class:`~memgov_pg.errors.PolicyDeniedError` (its log row stays), a quarantined put
 :class:`~memgov_pg.errors.QuarantinedError`; a held put returns and stays invisible until a
-reviewer approves it. Needs the extra ``memgov-pg[langgraph]``.
+reviewer approves it. With ``index=`` a query ranks by vector distance computed in SQL
+(:mod:`memgov_pg.langgraph_index`). Needs the extra ``memgov-pg[langgraph]``.
 """
 
 from __future__ import annotations
@@ -47,6 +48,16 @@ from psycopg_pool import AsyncConnectionPool, ConnectionPool
 from .decisions import Decision
 from .engine import _translate
 from .errors import ConflictError, MemgovError, NotFoundError
+from .langgraph_index import (
+    Vectors,
+    aembed_put,
+    aembed_queries,
+    embed_put,
+    embed_queries,
+    ensure_index,
+    vector_search_params,
+    vectors_params,
+)
 from .resources import query
 from .tenants import check_tenant_id
 
@@ -201,15 +212,28 @@ def _check_ready(row: Mapping[str, Any] | None) -> None:
         raise MemgovError("this login may not write memories: grant it memgov_writer")
 
 
+def _stored(decision: Decision | None) -> bool:
+    """Whether a put's row is in the table: allowed (or an update without a report) or held."""
+    return decision is None or decision.applied in ("allow", "require_approval")
+
+
+def _search(org_id: str, op: SearchOp, vector: list[float] | None, config: Any) -> tuple[str, dict[str, Any]]:
+    """A search's named query and parameters: by vector with an index and a query, else full text."""
+    params = _search_params(org_id, op)
+    if vector is None:
+        return query("store_search"), params
+    return query("store_vector_search"), vector_search_params(params, vector, config)
+
+
 class _Common:
     org_id: str
     describe: Describe | None
+    embeddings: Any
+    index_config: Any
 
     def _init(self, org_id: str, index: Any, ttl: Any, describe: Describe | None) -> None:
         self.org_id = check_tenant_id(org_id)
-        if index:
-            raise NotImplementedError("MemgovStore has no semantic search yet (index=): docs/langgraph.md")
-        self.index_config = None
+        self.embeddings, self.index_config = ensure_index(index)
         self.ttl_config = ttl
         self.describe = describe
 
@@ -300,28 +324,30 @@ class MemgovStore(_Common, BaseStore):
         results: list[Result] = [None] * count
         reads = [(i, op) for i, op in ordered if not isinstance(op, PutOp)]
         if reads:
+            vectors = embed_queries(self.embeddings, self.index_config, reads)
             with self._transaction() as cur:
                 for idx, op in reads:
-                    results[idx] = self._read(cur, op)
+                    results[idx] = self._read(cur, op, vectors.get(idx))
         for _, put in ordered:
             if isinstance(put, PutOp):
                 self._put(put)
         return results
 
-    def _read(self, cur: psycopg.Cursor[Any], op: Op) -> Result:
+    def _read(self, cur: psycopg.Cursor[Any], op: Op, vector: list[float] | None = None) -> Result:
         if isinstance(op, GetOp):
             params = {"org_id": self.org_id, "namespace": _namespace_text(op.namespace), "keys": [op.key]}
             rows = cur.execute(query("store_get"), params).fetchall()
             return _item(op.namespace, rows[0]) if rows else None
         if isinstance(op, SearchOp):
-            return [_search_item(r) for r in cur.execute(query("store_search"), _search_params(self.org_id, op))]
+            return [_search_item(r) for r in cur.execute(*_search(self.org_id, op, vector, self.index_config))]
         assert isinstance(op, ListNamespacesOp)
         rows = cur.execute(query("store_list_namespaces"), _list_params(self.org_id, op)).fetchall()
         return [tuple(r["namespace"].split(".")) for r in rows]
 
-    def _put_once(self, op: PutOp) -> Decision | None:
+    def _put_once(self, op: PutOp, vectors: Vectors) -> Decision | None:
         ns = _namespace_text(op.namespace)
         decision: Decision | None = None
+        memory_id = None
         with self._transaction() as cur:
             found = cur.execute(query("store_find"), {"org_id": self.org_id, "namespace": ns, "key": op.key})
             row = found.fetchone()
@@ -333,6 +359,7 @@ class MemgovStore(_Common, BaseStore):
                 described = _describe(self.describe, op.namespace, op.key, op.value)
                 got = cur.execute(query("remember"), {"item": _remember_item(self.org_id, op, described)}).fetchone()
                 decision = _first(got)
+                memory_id = decision.memory_id if decision else None
             else:
                 described = _describe(self.describe, op.namespace, op.key, op.value)
                 cur.execute(query("store_capture"))
@@ -346,12 +373,16 @@ class MemgovStore(_Common, BaseStore):
                 got = cur.execute(query("store_last_outcome")).fetchone()
                 if got and got["decision"] is not None:
                     decision = Decision.from_json(got["decision"])
+                memory_id = row["memory_id"]
+            if vectors and memory_id is not None and _stored(decision):
+                cur.execute(query("store_vectors"), vectors_params(memory_id, _value_text(op.value or {}), vectors))
         return decision
 
     def _put(self, op: PutOp) -> None:
+        vectors = embed_put(self.embeddings, self.index_config, op)
         for attempt in (1, 2):
             try:
-                decision = self._put_once(op)
+                decision = self._put_once(op, vectors)
                 break
             except MemgovError as exc:
                 if isinstance(exc.__cause__, psycopg.errors.UniqueViolation):
@@ -456,30 +487,32 @@ class AsyncMemgovStore(_Common, BaseStore):
         results: list[Result] = [None] * count
         reads = [(i, op) for i, op in ordered if not isinstance(op, PutOp)]
         if reads:
+            vectors = await aembed_queries(self.embeddings, self.index_config, reads)
             async with self._transaction() as cur:
                 for idx, op in reads:
-                    results[idx] = await self._read(cur, op)
+                    results[idx] = await self._read(cur, op, vectors.get(idx))
         for _, put in ordered:
             if isinstance(put, PutOp):
                 await self._put(put)
         return results
 
-    async def _read(self, cur: psycopg.AsyncCursor[Any], op: Op) -> Result:
+    async def _read(self, cur: psycopg.AsyncCursor[Any], op: Op, vector: list[float] | None = None) -> Result:
         if isinstance(op, GetOp):
             params = {"org_id": self.org_id, "namespace": _namespace_text(op.namespace), "keys": [op.key]}
             await cur.execute(query("store_get"), params)
             rows = await cur.fetchall()
             return _item(op.namespace, rows[0]) if rows else None
         if isinstance(op, SearchOp):
-            await cur.execute(query("store_search"), _search_params(self.org_id, op))
+            await cur.execute(*_search(self.org_id, op, vector, self.index_config))
             return [_search_item(r) for r in await cur.fetchall()]
         assert isinstance(op, ListNamespacesOp)
         await cur.execute(query("store_list_namespaces"), _list_params(self.org_id, op))
         return [tuple(r["namespace"].split(".")) for r in await cur.fetchall()]
 
-    async def _put_once(self, op: PutOp) -> Decision | None:
+    async def _put_once(self, op: PutOp, vectors: Vectors) -> Decision | None:
         ns = _namespace_text(op.namespace)
         decision: Decision | None = None
+        memory_id = None
         async with self._transaction() as cur:
             await cur.execute(query("store_find"), {"org_id": self.org_id, "namespace": ns, "key": op.key})
             row = await cur.fetchone()
@@ -493,6 +526,7 @@ class AsyncMemgovStore(_Common, BaseStore):
                 await cur.execute(query("remember"), {"item": _remember_item(self.org_id, op, described)})
                 got = await cur.fetchone()
                 decision = _first(got)
+                memory_id = decision.memory_id if decision else None
             else:
                 described = _describe(self.describe, op.namespace, op.key, op.value)
                 await cur.execute(query("store_capture"))
@@ -507,12 +541,17 @@ class AsyncMemgovStore(_Common, BaseStore):
                 got = await cur.fetchone()
                 if got and got["decision"] is not None:
                     decision = Decision.from_json(got["decision"])
+                memory_id = row["memory_id"]
+            if vectors and memory_id is not None and _stored(decision):
+                params = vectors_params(memory_id, _value_text(op.value or {}), vectors)
+                await cur.execute(query("store_vectors"), params)
         return decision
 
     async def _put(self, op: PutOp) -> None:
+        vectors = await aembed_put(self.embeddings, self.index_config, op)
         for attempt in (1, 2):
             try:
-                decision = await self._put_once(op)
+                decision = await self._put_once(op, vectors)
                 break
             except MemgovError as exc:
                 if isinstance(exc.__cause__, psycopg.errors.UniqueViolation):

@@ -828,3 +828,15 @@ SELECT DISTINCT array_to_string((string_to_array(m.namespace, '.'))[1:coalesce(%
    AND m.namespace ~ ALL (%(patterns)s::text[])
  ORDER BY 1
  LIMIT %(limit)s OFFSET %(offset)s;
+
+-- name: store_vectors
+-- PutOp with an index: the vectors of the text the put just wrote, one per indexed path
+-- (memgov_pg.langgraph_index), in the put's transaction.
+SELECT memgov.store_vectors(%(memory_id)s::uuid, %(fact_text)s::text, %(paths)s::text[], %(vectors)s::real[]);
+
+-- name: store_vector_search
+-- SearchOp with a query and an index: the items ranked by the distance to the query's vector
+-- (computed in SQL: sql/065_vectors.sql), under row level security like store_search.
+SELECT s.namespace, s.key, s.value, s.created_at, s.updated_at, s.score
+  FROM memgov.store_vector_search(%(prefix)s::text, %(vector)s::float8[], %(distance)s::text,
+                                  %(filters)s::jsonb, %(limit)s::integer, %(offset)s::integer) s;
