@@ -16,13 +16,17 @@
 --
 -- Who: a writer stores vectors only through memgov.store_vectors, for a memory of its
 -- session's tenant that it may write (the row level security of long_term_memory_items,
--- checked there), and of a text that is the memory's or a held update's. A search runs as
+-- checked there), and only in the transaction whose write memgov decided: of the text that
+-- write stored or held. Vectors steer what a search returns, so they are part of the
+-- decided write, never a side door around it (a writer whose update the policy refuses
+-- cannot re-rank the memory instead). A search runs as
 -- its caller, under row level security: the tenant's rows, and only the rows its get rules
 -- let it read; a vector row is visible only with its memory, and only while it embeds the
 -- memory's current text (so a held update's vectors are no one's to read).
 --
 -- SQLSTATEs: MG404 no such memory in the tenant (or one the caller may not see), 22023 a
--- malformed call (shape, dimensions, non-finite values, a text that is not the memory's).
+-- malformed call (shape, dimensions, non-finite values), 42501 a text no write of this
+-- transaction stored or held.
 
 SET ROLE memgov_owner;
 
@@ -67,11 +71,13 @@ CREATE POLICY governed_reads ON memgov.memory_vectors
 CREATE POLICY admin_read ON memgov.memory_vectors TO memgov_admin USING (true);
 
 -- Stores the vectors of one store item: row i of vectors (a two-dimensional array, one row
--- per path) embeds the field paths[i] of fact_text, the memory's text or a held update's.
--- Replaces the vectors of that text, and drops those of texts the memory no longer holds nor
--- waits for. Only a memory of the session's tenant the caller may write: a pending one only
--- in the transaction that wrote it (memgov.written_here), an active one when the tenant's get
--- rules let the caller read it (row level security's governed_updates). Returns the count.
+-- per path) embeds the field paths[i] of fact_text. Only a memory of the session's tenant the
+-- caller may write: a pending one only in the transaction that wrote it (memgov.written_here),
+-- an active one when the tenant's get rules let the caller read it (row level security's
+-- governed_updates). Only in the transaction of the put: fact_text is the text a decision
+-- logged in this transaction stored (the memory's decision_id) or held (a pending update's
+-- request). Replaces the vectors of that text, and drops those of texts the memory no longer
+-- holds nor waits for. Returns the count stored.
 CREATE FUNCTION memgov.store_vectors(memory_id uuid, fact_text text, paths text[], vectors real[])
 RETURNS integer
 LANGUAGE plpgsql
@@ -87,6 +93,8 @@ DECLARE
     v_item       memgov.long_term_memory_items;
     v_hash       bytea;
     v_held       bytea[];
+    v_decided    boolean;
+    v_xact       bigint := pg_current_xact_id()::text::bigint;
     v_count      integer;
 BEGIN
     SELECT * INTO v_item FROM memgov.long_term_memory_items m
@@ -108,10 +116,6 @@ BEGIN
       FROM memgov.approval_requests r
      WHERE r.memory_id = v_memory_id AND r.org_id = v_org AND r.status = 'pending'
        AND r.operation = 'update' AND r.payload ? 'fact_text';
-    IF v_text IS DISTINCT FROM v_item.fact_text AND NOT v_hash = ANY (v_held) THEN
-        RAISE EXCEPTION 'memgov: memory % holds another text, and no held update of it has this one', v_memory_id
-            USING ERRCODE = '22023', HINT = 'store the vectors of the text the put wrote, in its transaction';
-    END IF;
     IF cardinality(v_paths) > 0 AND (array_ndims(v_vectors) IS DISTINCT FROM 2
                                      OR array_length(v_vectors, 1) <> cardinality(v_paths)
                                      OR array_length(v_vectors, 2) > 16000) THEN
@@ -125,6 +129,23 @@ BEGIN
                    WHERE x IS NULL OR x IN ('NaN'::real, 'Infinity'::real, '-Infinity'::real)) THEN
         RAISE EXCEPTION 'memgov: paths must be distinct and not NULL, vectors finite numbers'
             USING ERRCODE = '22023';
+    END IF;
+    -- the write this transaction's decision stored (the row's decision) or held (a request's)
+    IF v_text = v_item.fact_text THEN
+        v_decided := EXISTS (SELECT FROM memgov.decision_log d
+                              WHERE d.org_id = v_org AND d.decision_id = v_item.decision_id AND d.xact_id = v_xact);
+    END IF;
+    IF NOT coalesce(v_decided, false) THEN
+        v_decided := EXISTS (SELECT FROM memgov.approval_requests r
+                               JOIN memgov.decision_log d ON d.org_id = r.org_id AND d.decision_id = r.decision_id
+                              WHERE r.memory_id = v_memory_id AND r.org_id = v_org AND r.status = 'pending'
+                                AND r.operation = 'update' AND r.payload ->> 'fact_text' = v_text
+                                AND d.xact_id = v_xact);
+    END IF;
+    IF NOT v_decided THEN
+        RAISE EXCEPTION 'memgov: no write of this transaction stored or held this text of memory %', v_memory_id
+            USING ERRCODE = '42501',
+                  HINT = 'a put stores its vectors in its own transaction, right after the write memgov decided';
     END IF;
     -- the previous vectors of this text, and those of texts that can no longer be the memory's
     DELETE FROM memgov.memory_vectors v

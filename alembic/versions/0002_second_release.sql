@@ -1936,6 +1936,8 @@ DECLARE
     v_item       memgov.long_term_memory_items;
     v_hash       bytea;
     v_held       bytea[];
+    v_decided    boolean;
+    v_xact       bigint := pg_current_xact_id()::text::bigint;
     v_count      integer;
 BEGIN
     SELECT * INTO v_item FROM memgov.long_term_memory_items m
@@ -1957,10 +1959,6 @@ BEGIN
       FROM memgov.approval_requests r
      WHERE r.memory_id = v_memory_id AND r.org_id = v_org AND r.status = 'pending'
        AND r.operation = 'update' AND r.payload ? 'fact_text';
-    IF v_text IS DISTINCT FROM v_item.fact_text AND NOT v_hash = ANY (v_held) THEN
-        RAISE EXCEPTION 'memgov: memory % holds another text, and no held update of it has this one', v_memory_id
-            USING ERRCODE = '22023', HINT = 'store the vectors of the text the put wrote, in its transaction';
-    END IF;
     IF cardinality(v_paths) > 0 AND (array_ndims(v_vectors) IS DISTINCT FROM 2
                                      OR array_length(v_vectors, 1) <> cardinality(v_paths)
                                      OR array_length(v_vectors, 2) > 16000) THEN
@@ -1974,6 +1972,23 @@ BEGIN
                    WHERE x IS NULL OR x IN ('NaN'::real, 'Infinity'::real, '-Infinity'::real)) THEN
         RAISE EXCEPTION 'memgov: paths must be distinct and not NULL, vectors finite numbers'
             USING ERRCODE = '22023';
+    END IF;
+    -- the write this transaction's decision stored (the row's decision) or held (a request's)
+    IF v_text = v_item.fact_text THEN
+        v_decided := EXISTS (SELECT FROM memgov.decision_log d
+                              WHERE d.org_id = v_org AND d.decision_id = v_item.decision_id AND d.xact_id = v_xact);
+    END IF;
+    IF NOT coalesce(v_decided, false) THEN
+        v_decided := EXISTS (SELECT FROM memgov.approval_requests r
+                               JOIN memgov.decision_log d ON d.org_id = r.org_id AND d.decision_id = r.decision_id
+                              WHERE r.memory_id = v_memory_id AND r.org_id = v_org AND r.status = 'pending'
+                                AND r.operation = 'update' AND r.payload ->> 'fact_text' = v_text
+                                AND d.xact_id = v_xact);
+    END IF;
+    IF NOT v_decided THEN
+        RAISE EXCEPTION 'memgov: no write of this transaction stored or held this text of memory %', v_memory_id
+            USING ERRCODE = '42501',
+                  HINT = 'a put stores its vectors in its own transaction, right after the write memgov decided';
     END IF;
     -- the previous vectors of this text, and those of texts that can no longer be the memory's
     DELETE FROM memgov.memory_vectors v

@@ -258,10 +258,17 @@ def test_a_writer_cannot_attach_vectors_to_a_memory_it_may_not_write(writer_dsn,
                 (hidden, '{"text":"withheld preference"}', [[5.0] * 16]),
             )
         # a text the memory does not hold (nor waits for): no vectors that would rank it falsely
-        with unchanged(su, "vectors of another text"), refused(su, "22023"):
+        with unchanged(su, "vectors of another text"), refused(su, "42501"):
             writer.execute(
                 "SELECT memgov.store_vectors(%s, %s, ARRAY['text'], %s::real[])",
                 (opened, '{"text":"something else"}', [[5.0] * 16]),
+            )
+        # its own text, but outside the put's transaction: vectors are part of the decided
+        # write, so a writer cannot re-rank a memory without a write the policy decides
+        with unchanged(su, "vectors without a decided write"), refused(su, "42501"):
+            writer.execute(
+                "SELECT memgov.store_vectors(%s, %s, ARRAY['text'], %s::real[])",
+                (opened, '{"text":"an open fact"}', [[5.0] * 16]),
             )
         # malformed vectors
         malformed = [
