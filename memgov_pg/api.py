@@ -127,7 +127,7 @@ CLIENT_FUNCTIONS: Final[tuple[ClientFunction, ...]] = (
             "one active memory of the session's tenant, decided as a get"),
     # -- the LangGraph store's semantic search (sql/065_vectors.sql)
     ClientFunction("store_vectors", (*_MEMORY, Arg("fact_text", "text"), Arg("paths", "text[]"),
-                                     Arg("vectors", "real[]")), "integer", (WRITER,), ("MG404", "22023"),
+                                     Arg("vectors", "real[]")), "integer", (WRITER,), ("MG404", "22023", "42501"),
                    "stores the vectors of a store item's text, one per indexed path", query="store_vectors",
                    omitted=_STORE),
     ClientFunction("store_vector_search", (Arg("prefix", "text"), Arg("query", "double precision[]"),
