@@ -374,3 +374,26 @@ def test_the_async_store_ranks_alike(writer_dsn):
             return [r.key for r in await store.asearch(("async",), query="xylophone")]
 
     assert asyncio.run(run()) == ["x", "y"]
+
+
+def test_the_sweep_takes_an_expired_items_vectors(writer_dsn, su):
+    with MemgovStore.from_conn_string(writer_dsn, org_id=ORG, index=index()) as store:
+        store.put(("swept",), "old", {"text": "expired memory"})
+        store.put(("swept",), "new", {"text": "live memory"})
+    with su.transaction():  # let it expire (as the engine: memgov_owner)
+        su.execute("SET LOCAL ROLE memgov_owner")
+        su.execute(
+            "UPDATE memgov.long_term_memory_items"
+            " SET retention_policy = 'ttl_7d', created_at = now() - interval '8 days'"
+            " WHERE org_id = %s AND namespace = 'swept' AND item_key = 'old'",
+            (ORG,),
+        )
+    with MemgovStore.from_conn_string(writer_dsn, org_id=ORG, index=index()) as store:
+        # expired, not swept yet: never returned, its vectors rank nothing
+        assert [r.key for r in store.search(("swept",), query="expired memory")] == ["new"]
+    su.execute("CALL memgov.run_maintenance()")
+    assert vector_rows(su, ORG, "swept") == [("new", "text", 16)]
+    assert su.execute(
+        "SELECT count(*) FROM memgov.memory_vectors v WHERE NOT EXISTS"
+        " (SELECT FROM memgov.long_term_memory_items m WHERE m.memory_id = v.memory_id AND m.org_id = v.org_id)"
+    ).fetchone() == (0,)
