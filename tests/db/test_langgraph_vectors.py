@@ -397,3 +397,18 @@ def test_the_sweep_takes_an_expired_items_vectors(writer_dsn, su):
         "SELECT count(*) FROM memgov.memory_vectors v WHERE NOT EXISTS"
         " (SELECT FROM memgov.long_term_memory_items m WHERE m.memory_id = v.memory_id AND m.org_id = v.org_id)"
     ).fetchone() == (0,)
+
+
+@pytest.mark.parametrize(
+    "function",
+    [
+        "memgov.store_vectors(uuid, text, text[], real[])",
+        "memgov.store_vector_search(text, double precision[], text, jsonb, integer, integer)",
+    ],
+)
+def test_the_vector_functions_pass_plpgsql_check(db_conn, plpgsql_check, function):
+    problems = db_conn.execute(
+        "SELECT level, message, lineno FROM plpgsql_check_function_tb(%s::regprocedure) WHERE level = 'error'",
+        (function,),
+    ).fetchall()
+    assert problems == []
