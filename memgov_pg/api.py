@@ -125,7 +125,7 @@ CLIENT_FUNCTIONS: Final[tuple[ClientFunction, ...]] = (
             "the session tenant's memories that match a query, best first"),
     _called("get", _MEMORY, _RECALLED, _ALL, ("MG403", "42501", "25006"),
             "one active memory of the session's tenant, decided as a get"),
-    # -- the LangGraph store's semantic search (sql/065_vectors.sql)
+    # -- the LangGraph store's semantic search (sql/066_vectors.sql)
     ClientFunction("store_vectors", (*_MEMORY, Arg("fact_text", "text"), Arg("paths", "text[]"),
                                      Arg("vectors", "real[]")), "integer", (WRITER,), ("MG404", "22023", "42501"),
                    "stores the vectors of a store item's text, one per indexed path", query="store_vectors",

@@ -836,7 +836,7 @@ SELECT memgov.store_vectors(%(memory_id)s::uuid, %(fact_text)s::text, %(paths)s:
 
 -- name: store_vector_search
 -- SearchOp with a query and an index: the items ranked by the distance to the query's vector
--- (computed in SQL: sql/065_vectors.sql), under row level security like store_search.
+-- (computed in SQL: sql/066_vectors.sql), under row level security like store_search.
 SELECT s.namespace, s.key, s.value, s.created_at, s.updated_at, s.score
   FROM memgov.store_vector_search(%(prefix)s::text, %(vector)s::float8[], %(distance)s::text,
                                   %(filters)s::jsonb, %(limit)s::integer, %(offset)s::integer) s;

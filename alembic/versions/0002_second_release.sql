@@ -3232,7 +3232,7 @@ GRANT INSERT (namespace, item_key) ON memgov.long_term_memory_items TO memgov_wr
 RESET ROLE;
 
 -- langgraph vectors (issue 29): the LangGraph store's semantic search without pgvector
--- (sql/065_vectors.sql): one real[] vector per indexed path of an item, outside the memory
+-- (sql/066_vectors.sql): one real[] vector per indexed path of an item, outside the memory
 -- row, counted while the memory holds the text it embeds; gone with its memory (ON DELETE
 -- CASCADE). Its functions are in the generated block above (plpgsql: they name the table
 -- only when they run).

@@ -1,4 +1,4 @@
-"""The LangGraph store's semantic search without pgvector (sql/065_vectors.sql), and its parts.
+"""The LangGraph store's semantic search without pgvector (sql/066_vectors.sql), and its parts.
 
     python -m tests.bench.bench_vectors [--dsn DSN] [--items 1000] [--dims 128] [--repeat 5]
 

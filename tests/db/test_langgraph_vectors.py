@@ -1,5 +1,5 @@
 """Semantic search of the LangGraph store without pgvector (memgov_pg.langgraph_index,
-sql/065_vectors.sql), as real memgov_writer logins use it: rankings against a Python
+sql/066_vectors.sql), as real memgov_writer logins use it: rankings against a Python
 computation of each distance, vectors kept as real[] outside the memory row, tenants that
 never see each other's vectors, a writer that cannot attach vectors to a memory it may not
 write, held writes whose vectors rank nothing until approved, and vectors that go with their
