@@ -307,13 +307,12 @@ def test_replica_mode_does_not_switch_the_trigger_off(su):
 
 
 def test_truncate_is_refused_to_writers(writer, su):
-    # memory_vectors references the memories: a TRUNCATE names both (or PostgreSQL refuses it first)
-    su.execute("GRANT TRUNCATE ON memgov.long_term_memory_items, memgov.memory_vectors TO memgov_writer")
+    su.execute("GRANT TRUNCATE ON memgov.long_term_memory_items TO memgov_writer")
     try:
         with raises_sqlstate("MG403"):
-            writer.execute("TRUNCATE memgov.long_term_memory_items, memgov.memory_vectors")
+            writer.execute("TRUNCATE memgov.long_term_memory_items")
     finally:
-        su.execute("REVOKE TRUNCATE ON memgov.long_term_memory_items, memgov.memory_vectors FROM memgov_writer")
+        su.execute("REVOKE TRUNCATE ON memgov.long_term_memory_items FROM memgov_writer")
 
 
 def test_writer_cannot_call_the_engine_or_review(writer):

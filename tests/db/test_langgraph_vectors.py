@@ -412,3 +412,13 @@ def test_the_vector_functions_pass_plpgsql_check(db_conn, plpgsql_check, functio
         (function,),
     ).fetchall()
     assert problems == []
+
+
+def test_a_truncate_of_the_memories_takes_the_vectors(writer_dsn, su):
+    with MemgovStore.from_conn_string(writer_dsn, org_id=ORG, index=index()) as store:
+        store.put(("truncated",), "k", {"text": "to be truncated"})
+    with su.transaction():
+        su.execute("TRUNCATE memgov.long_term_memory_items")  # a superuser's (memgov_admin's)
+        assert su.execute("SELECT count(*) FROM memgov.memory_vectors").fetchone() == (0,)
+        raise psycopg.Rollback
+    assert vector_rows(su, ORG, "truncated") == [("k", "text", 16)]
