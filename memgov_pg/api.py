@@ -97,6 +97,14 @@ _IN_PYTHON: Final = (
 _RLS: Final = "row level security's read test"
 _STORE: Final = "the LangGraph store's (memgov_pg.langgraph: refresh_ttl on reads, its TTL sweeper)"
 _SESSION_TENANT: Final = "session_tenant(), inlined into its callers' queries,"
+_STORE: Final = (
+    "the LangGraph store's (memgov_pg.langgraph with an index, docs/langgraph.md): it embeds in the client "
+    "and calls it through its named query; no engine method or statement of its own"
+)
+_VECTOR_HIT: Final = (
+    "TABLE(namespace text, key text, value text, created_at timestamp with time zone, "
+    "updated_at timestamp with time zone, score double precision)"
+)
 
 CLIENT_FUNCTIONS: Final[tuple[ClientFunction, ...]] = (
     # -- decisions without writing
@@ -124,6 +132,17 @@ CLIENT_FUNCTIONS: Final[tuple[ClientFunction, ...]] = (
             "the session tenant's memories that match a query, best first"),
     _called("get", _MEMORY, _RECALLED, _ALL, ("MG403", "42501", "25006"),
             "one active memory of the session's tenant, decided as a get"),
+    # -- the LangGraph store's semantic search (sql/066_vectors.sql)
+    ClientFunction("store_vectors", (*_MEMORY, Arg("fact_text", "text"), Arg("paths", "text[]"),
+                                     Arg("vectors", "real[]")), "integer", (WRITER,), ("MG404", "22023", "42501"),
+                   "stores the vectors of a store item's text, one per indexed path", query="store_vectors",
+                   omitted=_STORE),
+    ClientFunction("store_vector_search", (Arg("prefix", "text"), Arg("query", "double precision[]"),
+                                           Arg("distance", "text", "'cosine'::text"),
+                                           Arg("filters", "jsonb", "'[]'::jsonb"), Arg('"limit"', "integer", "10"),
+                                           Arg('"offset"', "integer", "0")), _VECTOR_HIT, _ALL, ("22023",),
+                   "the session tenant's store items under a namespace prefix, ranked by vector distance",
+                   query="store_vector_search", omitted=_STORE),
     # -- feedback and review
     _called("confirm", _MEMORY, "jsonb", _REVIEW, ("MG404", "MG409"),
             "the user confirms a memory"),

@@ -16,7 +16,8 @@ level security, which applies the tenant's get rules. A denied put or delete rai
 :class:`~memgov_pg.errors.QuarantinedError`; a held put returns and stays invisible until a
 reviewer approves it. A put's ``ttl`` (and ``ttl=``'s ``default_ttl``) becomes the memory's
 ``ttl_minutes``, from which the engine sets its expiry (:mod:`memgov_pg.langgraph_ttl`, with the
-sweeper). Needs the extra ``memgov-pg[langgraph]``.
+sweeper). With ``index=`` a query ranks by vector distance computed in SQL
+(:mod:`memgov_pg.langgraph_index`). Needs the extra ``memgov-pg[langgraph]``.
 """
 
 from __future__ import annotations
@@ -49,6 +50,16 @@ from psycopg_pool import AsyncConnectionPool, ConnectionPool
 from .decisions import Decision
 from .engine import _translate
 from .errors import ConflictError, MemgovError, NotFoundError
+from .langgraph_index import (
+    Vectors,
+    aembed_put,
+    aembed_queries,
+    embed_put,
+    embed_queries,
+    ensure_index,
+    vector_search_params,
+    vectors_params,
+)
 from .langgraph_ttl import AsyncTTL, SyncTTL, check_ttl_config, ttl_minutes
 from .resources import query
 from .tenants import check_tenant_id
@@ -211,15 +222,28 @@ def _check_ready(row: Mapping[str, Any] | None) -> None:
         raise MemgovError("this login may not write memories: grant it memgov_writer")
 
 
+def _stored(decision: Decision | None) -> bool:
+    """Whether a put's row is in the table: allowed (or an update without a report) or held."""
+    return decision is None or decision.applied in ("allow", "require_approval")
+
+
+def _search(org_id: str, op: SearchOp, vector: list[float] | None, config: Any) -> tuple[str, dict[str, Any]]:
+    """A search's named query and parameters: by vector with an index and a query, else full text."""
+    params = _search_params(org_id, op)
+    if vector is None:
+        return query("store_search"), params
+    return query("store_vector_search"), vector_search_params(params, vector, config)
+
+
 class _Common:
     org_id: str
     describe: Describe | None
+    embeddings: Any
+    index_config: Any
 
     def _init(self, org_id: str, index: Any, ttl: Any, describe: Describe | None) -> None:
         self.org_id = check_tenant_id(org_id)
-        if index:
-            raise NotImplementedError("MemgovStore has no semantic search yet (index=): docs/langgraph.md")
-        self.index_config = None
+        self.embeddings, self.index_config = ensure_index(index)
         self.ttl_config = check_ttl_config(ttl)
         self.describe = describe
 
@@ -302,10 +326,11 @@ class MemgovStore(_Common, SyncTTL, BaseStore):
         results: list[Result] = [None] * count
         reads = [(i, op) for i, op in ordered if not isinstance(op, PutOp)]
         if reads:
+            vectors = embed_queries(self.embeddings, self.index_config, reads)
             with self._transaction() as cur:
                 refresh: list[Any] = []
                 for idx, op in reads:
-                    results[idx] = self._read(cur, op, refresh)
+                    results[idx] = self._read(cur, op, refresh, vectors.get(idx))
                 if refresh:  # the TTLs of what the reads returned start again, in their transaction
                     cur.execute(query("store_refresh_ttl"), {"memory_ids": refresh})
         for _, put in ordered:
@@ -313,23 +338,24 @@ class MemgovStore(_Common, SyncTTL, BaseStore):
                 self._put(put)
         return results
 
-    def _read(self, cur: psycopg.Cursor[Any], op: Op, refresh: list[Any]) -> Result:
+    def _read(self, cur: psycopg.Cursor[Any], op: Op, refresh: list[Any], vector: list[float] | None = None) -> Result:
         if isinstance(op, GetOp):
             params = {"org_id": self.org_id, "namespace": _namespace_text(op.namespace), "keys": [op.key]}
             rows = cur.execute(query("store_get"), params).fetchall()
             _to_refresh(refresh, op, rows)
             return _item(op.namespace, rows[0]) if rows else None
         if isinstance(op, SearchOp):
-            rows = cur.execute(query("store_search"), _search_params(self.org_id, op)).fetchall()
+            rows = cur.execute(*_search(self.org_id, op, vector, self.index_config)).fetchall()
             _to_refresh(refresh, op, rows)
             return [_search_item(r) for r in rows]
         assert isinstance(op, ListNamespacesOp)
         rows = cur.execute(query("store_list_namespaces"), _list_params(self.org_id, op)).fetchall()
         return [tuple(r["namespace"].split(".")) for r in rows]
 
-    def _put_once(self, op: PutOp) -> Decision | None:
+    def _put_once(self, op: PutOp, vectors: Vectors) -> Decision | None:
         ns = _namespace_text(op.namespace)
         decision: Decision | None = None
+        memory_id = None
         with self._transaction() as cur:
             found = cur.execute(query("store_find"), {"org_id": self.org_id, "namespace": ns, "key": op.key})
             row = found.fetchone()
@@ -341,6 +367,7 @@ class MemgovStore(_Common, SyncTTL, BaseStore):
                 described = _describe(self.describe, op.namespace, op.key, op.value)
                 got = cur.execute(query("remember"), {"item": _remember_item(self.org_id, op, described)}).fetchone()
                 decision = _first(got)
+                memory_id = decision.memory_id if decision else None
             else:
                 described = _describe(self.describe, op.namespace, op.key, op.value)
                 cur.execute(query("store_capture"))
@@ -355,12 +382,16 @@ class MemgovStore(_Common, SyncTTL, BaseStore):
                 got = cur.execute(query("store_last_outcome")).fetchone()
                 if got and got["decision"] is not None:
                     decision = Decision.from_json(got["decision"])
+                memory_id = row["memory_id"]
+            if vectors and memory_id is not None and _stored(decision):
+                cur.execute(query("store_vectors"), vectors_params(memory_id, _value_text(op.value or {}), vectors))
         return decision
 
     def _put(self, op: PutOp) -> None:
+        vectors = embed_put(self.embeddings, self.index_config, op)
         for attempt in (1, 2, 3):
             try:
-                decision = self._put_once(op)
+                decision = self._put_once(op, vectors)
                 break
             except MemgovError as exc:
                 if isinstance(exc.__cause__, psycopg.errors.UniqueViolation):
@@ -459,10 +490,11 @@ class AsyncMemgovStore(_Common, AsyncTTL, BaseStore):
         results: list[Result] = [None] * count
         reads = [(i, op) for i, op in ordered if not isinstance(op, PutOp)]
         if reads:
+            vectors = await aembed_queries(self.embeddings, self.index_config, reads)
             async with self._transaction() as cur:
                 refresh: list[Any] = []
                 for idx, op in reads:
-                    results[idx] = await self._read(cur, op, refresh)
+                    results[idx] = await self._read(cur, op, refresh, vectors.get(idx))
                 if refresh:  # the TTLs of what the reads returned start again, in their transaction
                     await cur.execute(query("store_refresh_ttl"), {"memory_ids": refresh})
         for _, put in ordered:
@@ -470,7 +502,9 @@ class AsyncMemgovStore(_Common, AsyncTTL, BaseStore):
                 await self._put(put)
         return results
 
-    async def _read(self, cur: psycopg.AsyncCursor[Any], op: Op, refresh: list[Any]) -> Result:
+    async def _read(
+        self, cur: psycopg.AsyncCursor[Any], op: Op, refresh: list[Any], vector: list[float] | None = None
+    ) -> Result:
         if isinstance(op, GetOp):
             params = {"org_id": self.org_id, "namespace": _namespace_text(op.namespace), "keys": [op.key]}
             await cur.execute(query("store_get"), params)
@@ -478,7 +512,7 @@ class AsyncMemgovStore(_Common, AsyncTTL, BaseStore):
             _to_refresh(refresh, op, rows)
             return _item(op.namespace, rows[0]) if rows else None
         if isinstance(op, SearchOp):
-            await cur.execute(query("store_search"), _search_params(self.org_id, op))
+            await cur.execute(*_search(self.org_id, op, vector, self.index_config))
             rows = await cur.fetchall()
             _to_refresh(refresh, op, rows)
             return [_search_item(r) for r in rows]
@@ -486,9 +520,10 @@ class AsyncMemgovStore(_Common, AsyncTTL, BaseStore):
         await cur.execute(query("store_list_namespaces"), _list_params(self.org_id, op))
         return [tuple(r["namespace"].split(".")) for r in await cur.fetchall()]
 
-    async def _put_once(self, op: PutOp) -> Decision | None:
+    async def _put_once(self, op: PutOp, vectors: Vectors) -> Decision | None:
         ns = _namespace_text(op.namespace)
         decision: Decision | None = None
+        memory_id = None
         async with self._transaction() as cur:
             await cur.execute(query("store_find"), {"org_id": self.org_id, "namespace": ns, "key": op.key})
             row = await cur.fetchone()
@@ -502,6 +537,7 @@ class AsyncMemgovStore(_Common, AsyncTTL, BaseStore):
                 await cur.execute(query("remember"), {"item": _remember_item(self.org_id, op, described)})
                 got = await cur.fetchone()
                 decision = _first(got)
+                memory_id = decision.memory_id if decision else None
             else:
                 described = _describe(self.describe, op.namespace, op.key, op.value)
                 await cur.execute(query("store_capture"))
@@ -517,12 +553,17 @@ class AsyncMemgovStore(_Common, AsyncTTL, BaseStore):
                 got = await cur.fetchone()
                 if got and got["decision"] is not None:
                     decision = Decision.from_json(got["decision"])
+                memory_id = row["memory_id"]
+            if vectors and memory_id is not None and _stored(decision):
+                params = vectors_params(memory_id, _value_text(op.value or {}), vectors)
+                await cur.execute(query("store_vectors"), params)
         return decision
 
     async def _put(self, op: PutOp) -> None:
+        vectors = await aembed_put(self.embeddings, self.index_config, op)
         for attempt in (1, 2, 3):
             try:
-                decision = await self._put_once(op)
+                decision = await self._put_once(op, vectors)
                 break
             except MemgovError as exc:
                 if isinstance(exc.__cause__, psycopg.errors.UniqueViolation):

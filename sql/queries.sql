@@ -859,6 +859,7 @@ SELECT r.rolname AS role, r.rolcanlogin AS can_login, r.rolsuper AS superuser,
 -- asked only where the foreign server memgov_primary exists (NULL: not set up).
 SELECT CASE WHEN EXISTS (SELECT FROM pg_catalog.pg_foreign_server s WHERE s.srvname = 'memgov_primary')
             THEN memgov.standby_logger_status() END AS status;
+
 -- name: store_refresh_ttl
 -- A read with refresh_ttl: the TTL of the items it returned starts again (the engine sets
 -- expires_at, never past the retention policy's; expired items stay expired).
@@ -867,3 +868,21 @@ SELECT memgov.refresh_ttl(%(memory_ids)s::uuid[]) AS refreshed;
 -- name: store_sweep_expired
 -- The store's TTL sweeper: one batch of its tenant's expired memories deleted and logged.
 SELECT memgov.sweep_expired(%(batch_size)s) AS deleted;
+
+-- name: store_vectors
+-- PutOp with an index: the vectors of the text the put just wrote, one per indexed path
+-- (memgov_pg.langgraph_index), in the put's transaction.
+SELECT memgov.store_vectors(%(memory_id)s::uuid, %(fact_text)s::text, %(paths)s::text[], %(vectors)s::real[]);
+
+-- name: store_vector_search
+-- SearchOp with a query and an index: the items ranked by the distance to the query's vector
+-- (computed in SQL: sql/066_vectors.sql), under row level security like store_search; with
+-- each item's memory_id and ttl_minutes (a read that refreshes TTLs names them), by the
+-- store's key: one memory per (tenant, namespace, key).
+SELECT s.namespace, s.key, s.value, s.created_at, s.updated_at, s.score, m.memory_id, m.ttl_minutes
+  FROM memgov.store_vector_search(%(prefix)s::text, %(vector)s::float8[], %(distance)s::text,
+                                  %(filters)s::jsonb, %(limit)s::integer, %(offset)s::integer)
+       WITH ORDINALITY AS s(namespace, key, value, created_at, updated_at, score, n)
+  JOIN memgov.long_term_memory_items m
+    ON m.org_id = %(org_id)s AND m.namespace = s.namespace AND m.item_key = s.key
+ ORDER BY s.n;

@@ -135,7 +135,9 @@ SELECT 't' || (g %% 10), 'p' || (g %% 50), 'agent',
 """
 
 
-_RETENTION = "CASE WHEN g %% %(every)s = 0 THEN 'ttl_7d' WHEN g %% 4 = 1 THEN 'ttl_30d' ELSE 'permanent_until_revoked' END"
+_RETENTION = (
+    "CASE WHEN g %% %(every)s = 0 THEN 'ttl_7d' WHEN g %% 4 = 1 THEN 'ttl_30d' ELSE 'permanent_until_revoked' END"
+)
 _CREATED = "CASE WHEN g %% %(every)s = 0 THEN now() - interval '8 days' ELSE now() - interval '1 day' END"
 assert _RETENTION in FILL and _CREATED in FILL
 # (t): the same rows, none expired (ttl_30d or permanent, a day old) ...

@@ -228,6 +228,8 @@ READABLE = {"memgov.readable(text,text,memgov.long_term_memory_items)", "memgov.
             "memgov.read_allowed(text,text,bigint,memgov.long_term_memory_items,text,bigint[],bigint[])",
             "memgov.read_classes(boolean)"}  # fmt: skip
 RECALL = {"memgov.search(jsonb)", "memgov.get(uuid)"}
+# the LangGraph store's semantic search runs as its caller, under row level security
+VECTOR_SEARCH = {"memgov.store_vector_search(text,double precision[],text,jsonb,integer,integer)"}
 # the end of a bulk statement lists its shared decisions' memories as the statement's role:
 # what it is handed it checks against the log and the rows (tests/db/test_bulk_decisions.py)
 STATEMENT_END = {"memgov.list_shared(memgov.shared_decision[])"}
@@ -235,13 +237,14 @@ WRITER_API = {"memgov.remember(jsonb)", "memgov.forget(uuid)", "memgov.forget_wh
               "memgov.evaluate(jsonb,text)",
               "memgov.explain(jsonb,text)", "memgov.apply_retention(uuid)", "memgov.item_from_json(jsonb)",
               "memgov.refresh_ttl(uuid[])", "memgov.sweep_expired(integer)",
-              *SESSION_TENANT, *READABLE, *RECALL, *STATEMENT_END}  # fmt: skip
+              "memgov.store_vectors(uuid,text,text[],real[])",
+              *SESSION_TENANT, *READABLE, *RECALL, *STATEMENT_END, *VECTOR_SEARCH}  # fmt: skip
 REVIEWER_API = {"memgov.approve(uuid,text)", "memgov.deny(uuid,text)", "memgov.release_quarantine(uuid)",
                 "memgov.purge_quarantine(uuid)", "memgov.confirm(uuid)", "memgov.reject(uuid)",
                 "memgov.edit(uuid,text)", "memgov.forget(uuid)", "memgov.forget_where(jsonb,boolean)",
                 "memgov.apply_retention(uuid)",
                 "memgov.evaluate(jsonb,text)", "memgov.explain(jsonb,text)", "memgov.approval_channel()",
-                *SESSION_TENANT, *READABLE, *RECALL}  # fmt: skip
+                *SESSION_TENANT, *READABLE, *RECALL, *VECTOR_SEARCH}  # fmt: skip
 # pure functions of their arguments (detectors, constructors, validators): harmless to anyone
 PURE = {"pii_candidate_pattern", "pii_pattern", "card_pattern", "secret_token_candidate_pattern",
         "secret_token_pattern", "secret_assignment_candidate_pattern", "secret_assignment_pattern",
