@@ -95,7 +95,7 @@ _IN_PYTHON: Final = (
     "and both check a tenant id (check_tenant_id) before they connect"
 )
 _RLS: Final = "row level security's read test"
-_STORE: Final = "the LangGraph store's (memgov_pg.langgraph: refresh_ttl on reads, its TTL sweeper)"
+_STORE_TTL: Final = "the LangGraph store's (memgov_pg.langgraph: refresh_ttl on reads, its TTL sweeper)"
 _SESSION_TENANT: Final = "session_tenant(), inlined into its callers' queries,"
 _STORE: Final = (
     "the LangGraph store's (memgov_pg.langgraph with an index, docs/langgraph.md): it embeds in the client "
@@ -123,10 +123,10 @@ CLIENT_FUNCTIONS: Final[tuple[ClientFunction, ...]] = (
             "the sweep's rules applied to one memory now", engine="apply_retention_policy"),
     ClientFunction("refresh_ttl", (Arg("memory_ids", "uuid[]"),), "integer", (WRITER, ADMIN), ("22023", "42501"),
                    "starts the TTL of the session tenant's live, readable memories again",
-                   query="store_refresh_ttl", omitted=_STORE),
+                   query="store_refresh_ttl", omitted=_STORE_TTL),
     ClientFunction("sweep_expired", (Arg("batch_size", "integer", "1000"),), "integer", (WRITER, ADMIN),
                    ("22023", "42501"), "deletes and logs a batch of the session tenant's expired memories",
-                   query="store_sweep_expired", omitted=_STORE),
+                   query="store_sweep_expired", omitted=_STORE_TTL),
     # -- governed reads
     _called("search", (Arg("query", "jsonb", "'{}'::jsonb"),), _RECALLED, _ALL, ("MG403", "22023", "42501", "25006"),
             "the session tenant's memories that match a query, best first"),
