@@ -21,9 +21,11 @@ test:
 	@scripts/setup test
 	$(PYTEST) $(PYTEST_ARGS)
 
+## The edit loop: the tests that start no process, on two workers (each with its own cluster;
+## a module stays on one worker). PYTEST_ARGS="-n 0" runs them in one process.
 test-fast:
 	@scripts/setup test
-	$(PYTEST) -m "not slow" $(PYTEST_ARGS)
+	$(PYTEST) -m "not slow" -n 2 --dist loadfile $(PYTEST_ARGS)
 
 # The summary table of every measure of record; e.g. make bench BENCH_ARGS="--quick --out bench.md"
 bench:

@@ -85,7 +85,13 @@ APPEND_ONLY_TABLES = ("decision_log", "decision_log_seals", "decision_log_archiv
 
 
 def wipe(conn: psycopg.Connection[Any]) -> None:
-    """Empty memgov's tables on the engine's own path (no decision, nothing logged) and forget the policies.
+    """Empty memgov's tables on the engine's own path (no decision, nothing logged) and forget the policies."""
+    empty_tables(conn)
+    reset_policies(conn)
+
+
+def empty_tables(conn: psycopg.Connection[Any]) -> None:
+    """Empty MEMGOV_TABLES (the policies stay).
 
     The decision log, its seals and archive records are emptied the way only their owner can:
     with their guard trigger disabled for this one transaction."""
@@ -97,7 +103,6 @@ def wipe(conn: psycopg.Connection[Any]) -> None:
             conn.execute(f"DELETE FROM memgov.{table}")
         for table in APPEND_ONLY_TABLES:
             conn.execute(f"ALTER TABLE memgov.{table} ENABLE ALWAYS TRIGGER refuse_change")
-    reset_policies(conn)
 
 
 #: Drops every compiled policy function (memgov.policy_<hash>, _explain, _retention, _read).

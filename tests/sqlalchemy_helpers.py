@@ -10,7 +10,7 @@ from psycopg import conninfo
 from sqlalchemy import URL, Engine, create_engine
 
 from tests.attack_helpers import deploy_policy
-from tests.decision_cases import wipe
+from tests.clean_slate import fresh
 
 
 def sa_url(dsn: str, role: str | None = None) -> URL:
@@ -33,5 +33,4 @@ def login_engine(dsn: str, role: str, **kwargs: Any) -> Engine:
 
 def reset(su: psycopg.Connection[Any]) -> None:
     """memgov's tables emptied (tests/decision_cases.wipe), the attack policy active (global)."""
-    wipe(su)
-    deploy_policy(su)
+    fresh(su, deploy_policy)

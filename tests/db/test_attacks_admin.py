@@ -41,8 +41,8 @@ from tests.attack_helpers import (
     snapshot,
     unchanged,
 )
+from tests.clean_slate import fresh
 from tests.cli_helpers import run_memgov
-from tests.decision_cases import wipe
 
 YEAR = 365 * 24 * 3600
 
@@ -50,17 +50,20 @@ YEAR = 365 * 24 * 3600
 @pytest.fixture
 def su(db_conn: psycopg.Connection[Any], logins: Logins) -> psycopg.Connection[Any]:
     """The superuser: empty tables, the attack policy, archival's floor at its default."""
-    wipe(db_conn)
-    tables = memgov_tables(db_conn)
-    with db_conn.transaction():
-        db_conn.execute("SET LOCAL ROLE memgov_owner")
-        if "tenant_grants" in tables:
-            db_conn.execute("DELETE FROM memgov.tenant_grants")
-        db_conn.execute("UPDATE memgov.settings SET value = 65536 WHERE name = 'max_fact_text_bytes'")
-        db_conn.execute("UPDATE memgov.settings SET value = 16384 WHERE name = 'max_other_bytes'")
-    db_conn.execute("UPDATE memgov.settings SET value = %s WHERE name = 'archive_min_age'", (YEAR,))
-    deploy_policies(db_conn)
+    fresh(db_conn, slate)
     return db_conn
+
+
+def slate(conn: psycopg.Connection[Any]) -> None:
+    tables = memgov_tables(conn)
+    with conn.transaction():
+        conn.execute("SET LOCAL ROLE memgov_owner")
+        if "tenant_grants" in tables:
+            conn.execute("DELETE FROM memgov.tenant_grants")
+        conn.execute("UPDATE memgov.settings SET value = 65536 WHERE name = 'max_fact_text_bytes'")
+        conn.execute("UPDATE memgov.settings SET value = 16384 WHERE name = 'max_other_bytes'")
+    conn.execute("UPDATE memgov.settings SET value = %s WHERE name = 'archive_min_age'", (YEAR,))
+    deploy_policies(conn)
 
 
 def floor(su: psycopg.Connection[Any]) -> int:

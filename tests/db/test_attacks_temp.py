@@ -40,7 +40,7 @@ from tests.attack_helpers import (
     request_of,
     unchanged,
 )
-from tests.decision_cases import wipe
+from tests.clean_slate import fresh
 
 TRIPWIRE = "TRIPWIRE"
 CATALOG_TYPES = "SELECT typname::text FROM pg_type WHERE typnamespace = 'pg_catalog'::regnamespace"
@@ -49,14 +49,17 @@ CATALOG_TYPES = "SELECT typname::text FROM pg_type WHERE typnamespace = 'pg_cata
 @pytest.fixture
 def su(db_conn: psycopg.Connection[Any], logins: Logins) -> psycopg.Connection[Any]:
     """The superuser: empty tables, no bindings, the attack policy with read rules (global) and globex's."""
-    wipe(db_conn)
-    with db_conn.transaction():
-        db_conn.execute("SET LOCAL ROLE memgov_owner")
-        if "tenant_grants" in memgov_tables(db_conn):
-            db_conn.execute("DELETE FROM memgov.tenant_grants")
-    deploy_policies(db_conn)
-    deploy_policy(db_conn, "2.0.0", READ_POLICY)
+    fresh(db_conn, slate)
     return db_conn
+
+
+def slate(conn: psycopg.Connection[Any]) -> None:
+    with conn.transaction():
+        conn.execute("SET LOCAL ROLE memgov_owner")
+        if "tenant_grants" in memgov_tables(conn):
+            conn.execute("DELETE FROM memgov.tenant_grants")
+    deploy_policies(conn)
+    deploy_policy(conn, "2.0.0", READ_POLICY)
 
 
 def routine_words(su: psycopg.Connection[Any]) -> set[str]:

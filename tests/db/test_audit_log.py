@@ -25,8 +25,8 @@ from psycopg import conninfo, sql
 
 from memgov_pg.compiler import compile_policy
 from memgov_pg.policy import load_policy
+from tests.clean_slate import fresh
 from tests.cli_helpers import assert_one_line_error, raises_sqlstate, run_memgov
-from tests.decision_cases import wipe
 
 ORG = "acme"
 POLICY = 'version: "1.0.0"\ndefaults: {on_policy_miss: allow}\nsources: {user_confirmed: ["*"]}\n'
@@ -75,10 +75,13 @@ def login(dsn: str, role: str, *, autocommit: bool = True) -> Iterator[psycopg.C
 def su(db_conn: psycopg.Connection[Any]) -> psycopg.Connection[Any]:
     """Superuser connection; every test starts from an empty log and an allow-all policy, and
     archival without a floor (archive_min_age 0: these tests archive what they just wrote)."""
-    wipe(db_conn)
-    db_conn.execute("UPDATE memgov.settings SET value = 0 WHERE name = 'archive_min_age'")
-    db_conn.execute(compile_policy(load_policy(POLICY), "*").install_sql())
+    fresh(db_conn, slate)
     return db_conn
+
+
+def slate(conn: psycopg.Connection[Any]) -> None:
+    conn.execute("UPDATE memgov.settings SET value = 0 WHERE name = 'archive_min_age'")
+    conn.execute(compile_policy(load_policy(POLICY), "*").install_sql())
 
 
 @pytest.fixture

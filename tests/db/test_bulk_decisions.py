@@ -10,7 +10,7 @@ import psycopg
 import pytest
 
 from tests.attack_helpers import ORG, deploy_policy, memgov_tables, refused, unchanged
-from tests.decision_cases import wipe
+from tests.clean_slate import fresh
 
 # Two ways to store a row (a preference by its rule, anything else by on_policy_miss), a
 # hold for uncertain preferences, a denial of secrets.
@@ -48,13 +48,16 @@ RETURNING memory_id, status
 @pytest.fixture
 def su(db_conn: psycopg.Connection[Any], logins) -> psycopg.Connection[Any]:
     """The superuser: empty tables, this module's policy for every tenant."""
-    wipe(db_conn)
-    if "tenant_grants" in memgov_tables(db_conn):
-        with db_conn.transaction():
-            db_conn.execute("SET LOCAL ROLE memgov_owner")
-            db_conn.execute("DELETE FROM memgov.tenant_grants")
-    deploy_policy(db_conn, text=POLICY, description="bulk decisions")
+    fresh(db_conn, slate)
     return db_conn
+
+
+def slate(conn: psycopg.Connection[Any]) -> None:
+    if "tenant_grants" in memgov_tables(conn):
+        with conn.transaction():
+            conn.execute("SET LOCAL ROLE memgov_owner")
+            conn.execute("DELETE FROM memgov.tenant_grants")
+    deploy_policy(conn, text=POLICY, description="bulk decisions")
 
 
 def log_rows(su: psycopg.Connection[Any]) -> list[dict[str, Any]]:

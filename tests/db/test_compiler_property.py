@@ -19,7 +19,8 @@ superuser is a member) or one it has not (of which nobody is), so that writes of
 a source are refused and its reads are not.
 
 The run is reproducible: ``derandomize=True`` and no example database; 60
-policies of 20-40 items take a few seconds. A failure shows the policy
+policies of 20-40 items (``make test``; ``make test-fast`` runs the same property
+on FEW policies). A failure shows the policy
 YAML, the items that were decided differently and both answers. Knobs for
 local runs (environment variables):
 
@@ -361,22 +362,48 @@ def _kind(decision: dict[str, Any]) -> str:
     )
 
 
-@settings(
-    max_examples=int(os.environ.get("MEMGOV_PROPERTY_EXAMPLES", "60")),
-    deadline=None,
-    derandomize=os.environ.get("MEMGOV_PROPERTY_RANDOM") != "1",
-    database=None,
-    phases=list(Phase) if os.environ.get("MEMGOV_PROPERTY_SHRINK") == "1" else [Phase.explicit, Phase.generate],
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.large_base_example],
-)
-@given(doc=policy_doc(), specs=st.lists(ITEM, min_size=20, max_size=40))
-def test_compiled_policy_decides_like_the_reference(
-    conn: psycopg.Connection[Any], doc: dict[str, Any], specs: list[dict[str, Any]]
+#: the policies of the property test (make test); make test-fast checks FEW, of a seed of their own
+EXAMPLES = int(os.environ.get("MEMGOV_PROPERTY_EXAMPLES", "60"))
+FEW = min(EXAMPLES, 6)
+
+
+def _settings(max_examples: int) -> settings:
+    return settings(
+        max_examples=max_examples,
+        deadline=None,
+        derandomize=os.environ.get("MEMGOV_PROPERTY_RANDOM") != "1",
+        database=None,
+        phases=list(Phase) if os.environ.get("MEMGOV_PROPERTY_SHRINK") == "1" else [Phase.explicit, Phase.generate],
+        suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.large_base_example],
+    )
+
+
+def check_in_every_mode(
+    conn: psycopg.Connection[Any], doc: dict[str, Any], specs: list[dict[str, Any]], budget: int
 ) -> None:
+    SEEN[f"budget:{budget}"] = budget  # the vacuity test's yardstick: what the runs of this session tried
     # every policy is checked in each mode: omitted (enforce, the default), monitor, strict
     for mode in (None, "monitor", "strict"):
         moded = {"version": doc["version"], **({"mode": mode} if mode else {}), **doc}
         check_policy(conn, moded, specs)
+
+
+@pytest.mark.slow(reason="60 random policies, each deployed in three modes: tens of seconds on a shared machine")
+@_settings(EXAMPLES)
+@given(doc=policy_doc(), specs=st.lists(ITEM, min_size=20, max_size=40))
+def test_compiled_policy_decides_like_the_reference(
+    conn: psycopg.Connection[Any], doc: dict[str, Any], specs: list[dict[str, Any]]
+) -> None:
+    check_in_every_mode(conn, doc, specs, EXAMPLES)
+
+
+@_settings(FEW)
+@given(doc=policy_doc(), specs=st.lists(ITEM, min_size=20, max_size=40))
+def test_a_few_compiled_policies_decide_like_the_reference(
+    conn: psycopg.Connection[Any], doc: dict[str, Any], specs: list[dict[str, Any]]
+) -> None:
+    """The same property on FEW policies, so that make test-fast checks the compiler against the reference too."""
+    check_in_every_mode(conn, doc, specs, FEW)
 
 
 def check_policy(conn: psycopg.Connection[Any], doc: dict[str, Any], specs: list[dict[str, Any]]) -> None:
@@ -439,7 +466,8 @@ def test_the_property_test_is_not_vacuous() -> None:
         pytest.skip("the property test did not run in this session")
     if SEEN["failed"]:
         pytest.skip("the property test failed (see its report): its run stopped early")
-    assert SEEN["policies"] >= 3 * min(40, int(os.environ.get("MEMGOV_PROPERTY_EXAMPLES", "60")) * 4 // 5)
+    tried = sum(v for k, v in SEEN.items() if k.startswith("budget:"))
+    assert SEEN["policies"] >= 3 * min(40, tried * 4 // 5)
     for key in ("decision:rule", "decision:miss", "decision:incomplete", "decision:source", "mode:monitor",
                 "mode:enforce", "mode:strict", "match:all", "match:any"):  # fmt: skip
         assert SEEN[key] > 0, (key, SEEN)

@@ -14,8 +14,9 @@ from psycopg.types.json import Jsonb
 from memgov_pg.compiler import compile_policy
 from memgov_pg.policy import load_policy
 from tests.attack_helpers import AsRole
+from tests.clean_slate import fresh
 from tests.cli_helpers import raises_sqlstate
-from tests.decision_cases import reset_policies, wipe
+from tests.decision_cases import reset_policies
 from tests.waiting import DEADLINE
 
 POLICY = """
@@ -44,8 +45,7 @@ def deploy(conn: psycopg.Connection[Any], mode: str = "enforce", miss: str = "al
 @pytest.fixture
 def su(db_conn):
     """Superuser connection; starts each test from an empty table and the enforce policy."""
-    wipe(db_conn)
-    deploy(db_conn)
+    fresh(db_conn, deploy)
     return db_conn
 
 

@@ -14,8 +14,8 @@ import psycopg
 import pytest
 
 from memgov_pg.errors import ExitCode
+from tests.clean_slate import fresh
 from tests.cli_helpers import assert_one_line_error, run_memgov
-from tests.decision_cases import wipe
 from tests.net_helpers import refused_port
 from tests.waiting import DEADLINE, blocked_by, wait_for
 
@@ -33,8 +33,12 @@ def maintenance_runs(conn: psycopg.Connection[Any]) -> int:
 
 @pytest.fixture
 def su(db_conn):
-    wipe(db_conn)
+    fresh(db_conn, nothing)
     return db_conn
+
+
+def nothing(conn):
+    """No policy: the slate is the wipe alone."""
 
 
 def test_the_codes_are_the_documented_ones():

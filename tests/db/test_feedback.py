@@ -16,8 +16,8 @@ from psycopg import errors
 from memgov_pg.compiler import compile_policy
 from memgov_pg.policy import load_policy
 from tests.attack_helpers import AsRole, connect_as_role
+from tests.clean_slate import fresh
 from tests.cli_helpers import raises_sqlstate
-from tests.decision_cases import wipe
 from tests.waiting import blocked_by, join, wait_for
 
 POLICY = """
@@ -42,8 +42,7 @@ def deploy(conn: psycopg.Connection[Any], version: str = "1.0.0", feedback: str 
 @pytest.fixture
 def su(db_conn):
     """Superuser connection; every test starts from empty tables and the default feedback settings."""
-    wipe(db_conn)
-    deploy(db_conn)
+    fresh(db_conn, deploy)
     return db_conn
 
 

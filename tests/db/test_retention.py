@@ -23,7 +23,7 @@ from psycopg import errors
 from memgov_pg.compiler import compile_policy
 from memgov_pg.policy import load_policy
 from tests.attack_helpers import AsRole, connect_as_role
-from tests.decision_cases import wipe
+from tests.clean_slate import fresh
 from tests.waiting import DEADLINE, blocked_by, join, wait_for
 
 POLICY = """
@@ -49,8 +49,7 @@ def deploy(conn: psycopg.Connection[Any], version: str = "1.0.0", *, batch_size:
 @pytest.fixture
 def su(db_conn):
     """Superuser connection; every test starts from empty tables and the test policy."""
-    wipe(db_conn)
-    deploy(db_conn)
+    fresh(db_conn, deploy)
     return db_conn
 
 

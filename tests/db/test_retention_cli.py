@@ -23,8 +23,8 @@ from memgov_pg.migrate import head_revision
 from memgov_pg.policy import load_policy
 from memgov_pg.retention import JOB_COMMAND, job_name
 from tests.attack_helpers import login_dsn
+from tests.clean_slate import fresh
 from tests.cli_helpers import assert_one_line_error, run_memgov
-from tests.decision_cases import wipe
 from tests.waiting import DEADLINE, join, wait_for
 
 # schedules that never fire while the tests run (1 January, small hours, GMT)
@@ -49,8 +49,7 @@ def deploy(conn: psycopg.Connection[Any], text: str = POLICY, tenant: str = "*")
 
 @pytest.fixture
 def su(db_conn):
-    wipe(db_conn)
-    deploy(db_conn)
+    fresh(db_conn, deploy)
     return db_conn
 
 

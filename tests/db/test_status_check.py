@@ -219,6 +219,7 @@ def test_a_scheduled_job_not_yet_due_is_healthy(fresh, cron, tmp_path):
 # -- degraded, one rule each ------------------------------------------------------------------
 
 
+@pytest.mark.slow(reason="runs the memgov command")
 def test_unmigrated_database_is_degraded(empty_dsn):
     assert_check(empty_dsn, "degraded", ["schema memgov is not installed: run `memgov migrate`"])
 

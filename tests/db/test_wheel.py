@@ -73,6 +73,10 @@ def test_the_readme_shows_the_commands_this_module_runs():
     assert readme_block("Install into your app", "sh").splitlines() == INSTALL + SET_UP
 
 
+#: the tests of the built wheel (make test-fast leaves them out)
+BUILDS_THE_WHEEL = pytest.mark.slow(reason="builds the wheel: pip in a new venv, a process and tens of seconds")
+
+
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory) -> Installed:
     """A copy of the checkout, an empty app directory and a fresh venv (the app's), then the
@@ -95,6 +99,7 @@ def wheel(installed) -> Path:
     return installed.wheel
 
 
+@BUILDS_THE_WHEEL
 def test_wheel_contains_sql_and_migrations(wheel):
     names = set(zipfile.ZipFile(wheel).namelist())
     for path in sorted((REPO / "sql").glob("*.sql")):
@@ -104,6 +109,7 @@ def test_wheel_contains_sql_and_migrations(wheel):
             assert f"memgov_pg/alembic/{path.relative_to(REPO / 'alembic')}" in names
 
 
+@BUILDS_THE_WHEEL
 def test_wheel_carries_policies_schema_licence_and_typing(wheel):
     names = set(zipfile.ZipFile(wheel).namelist())
     for path in sorted((REPO / "policies").rglob("*")):
@@ -114,6 +120,7 @@ def test_wheel_carries_policies_schema_licence_and_typing(wheel):
     assert any(n.endswith(".dist-info/licenses/LICENSE") for n in names), sorted(names)
 
 
+@BUILDS_THE_WHEEL
 def test_wheel_metadata_has_one_version_and_runtime_dependencies_only(wheel):
     with zipfile.ZipFile(wheel) as zf:
         (meta_name,) = [n for n in zf.namelist() if n.endswith(".dist-info/METADATA")]
