@@ -327,11 +327,23 @@ def test_a_lock_on_a_pending_row_never_stalls_the_sweep(su, writer, rival, login
 
 
 def test_a_writers_row_lock_defers_its_deletion_to_a_later_sweep(su, writer, admin):
-    due = seed(su, "allowed", retention_policy="ttl_7d", created_at=DAYS_AGO_10)
+    """An expired memory is hidden from its writer (row level security), so the lock is taken
+    while the memory lives, and the memory then falls due (the engine's owner moves its
+    creation back: a KEY SHARE lock lets that UPDATE through)."""
+    due = seed(su, "allowed", retention_policy="ttl_7d")
     writer.execute("BEGIN")
     assert writer.execute(
         "SELECT 1 FROM memgov.long_term_memory_items WHERE memory_id = %s FOR KEY SHARE", (due,)
     ).fetchall() == [(1,)]
+    with su.transaction():
+        su.execute("SET LOCAL ROLE memgov_owner")
+        su.execute(
+            "UPDATE memgov.long_term_memory_items SET created_at = %s, expires_at = NULL WHERE memory_id = %s",
+            (DAYS_AGO_10, due),
+        )
+    assert su.execute(
+        "SELECT expires_at < now() FROM memgov.long_term_memory_items WHERE memory_id = %s", (due,)
+    ).fetchone() == (True,)
     assert run_sweep(su, admin)["deleted"]["ttl"] == 0
     writer.execute("ROLLBACK")
     assert run_sweep(su, admin)["deleted"]["ttl"] == 1
