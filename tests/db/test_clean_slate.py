@@ -25,7 +25,16 @@ from tests.db.conftest import attack_slate
 from tests.decision_cases import MEMGOV_TABLES, wipe
 
 #: what differs between two full builds of the same slate: the deploys' and changes' ids and times
-VOLATILE = {"deployed_at", "read_epoch", "activation_id", "activated_at", "change_id", "changed_at", "prev_hash", "change_hash"}
+VOLATILE = {
+    "deployed_at",
+    "read_epoch",
+    "activation_id",
+    "activated_at",
+    "change_id",
+    "changed_at",
+    "prev_hash",
+    "change_hash",
+}
 
 
 def built(conn: psycopg.Connection[Any]) -> dict[str, list[str]]:
