@@ -2,7 +2,7 @@
 --
 -- `memgov deploy` compiles a policy file into the bodies of three functions
 -- named after the version's hash (memgov.policy_<hash>, _explain, _retention);
--- memgov.install_policy (sql/032_deploy.sql) creates them with fixed signatures and
+-- memgov.install_policy (sql/033_deploy.sql) creates them with fixed signatures and
 -- hands them to memgov_policy, a role with no table privileges, as whom they run (SECURITY
 -- DEFINER): whatever a body says, it reads and writes no table, so installing
 -- a policy never gives its author memgov_owner's rights. Callers never use
@@ -10,7 +10,7 @@
 -- memgov.retention_rule are regenerated on every activation (sql/031_dispatch.sql) and
 -- route each row to the active version of its tenant (org_id), or to the global one ('*').
 -- None of these is executable by a client role: clients reach decisions
--- through the write trigger, memgov.evaluate and memgov.explain (sql/033_evaluate.sql),
+-- through the write trigger, memgov.evaluate and memgov.explain (sql/034_evaluate.sql),
 -- which check the tenant first.
 
 SET ROLE memgov_owner;

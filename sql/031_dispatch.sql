@@ -1,9 +1,9 @@
 -- memgov: the dispatchers, regenerated from the active policy versions.
 --
--- memgov.rebuild_dispatch runs at every deploy, activation, rollback and undeploy
--- (sql/032_deploy.sql): one small generator per dispatcher (memgov.dispatch_decide,
--- dispatch_explain_decision, ...) writes that dispatcher's CREATE OR REPLACE from the
--- active versions, then its named steps keep the rows in step with what changed (the
+-- memgov.rebuild_dispatch (sql/032_read_dispatch.sql) runs at every deploy, activation,
+-- rollback and undeploy (sql/033_deploy.sql): one small generator per dispatcher
+-- (memgov.dispatch_decide, dispatch_explain_decision, ...) writes that dispatcher's
+-- CREATE OR REPLACE from the active versions, then its named steps keep the rows in step with what changed (the
 -- memories' text search configuration, the replay samples, the read classes).
 -- memgov.rebuild_shadow_dispatch does the same for the running shadows' dispatchers.
 -- None of these is executable by a client role: the per-row path calls only the
@@ -187,102 +187,43 @@ BEGIN
 END
 $$;
 
--- Regenerates the dispatchers from the active policy versions: decide,
--- explain_decision, retention_rule, policy_settings (the feedback and
--- retention settings of a tenant's active version, as constants),
--- retention_held (which asks for a forget decision only where the active
--- policy may hold, memgov.policy_may_hold), reads_governed (whether a
--- tenant's active policy decides reads: its settings' "reads") and search_config (the
--- tenant's text search configuration: settings' search.text_config; when it
--- changes, the memories it changes for are indexed anew), sample_rate (the share of a
--- tenant's writes kept for replay: settings' replay.sample_rate), then the shadow dispatchers.
--- Runs at deploy and rollback only; the per-row path is static SQL.
-CREATE FUNCTION memgov.rebuild_dispatch()
+-- The generators below write one dispatcher each from the active policy versions (a
+-- tenant's own version routes its rows; every other tenant follows the global one, '*').
+-- Each runs only from memgov.rebuild_dispatch, at deploy and rollback: the per-row path is
+-- static SQL. A tenant's routing comes in org_id order (COLLATE "C"), so that the same
+-- versions always generate the same text (memgov.policy_drift compares it).
+
+-- memgov.decide carries the global policy's own body as recorded at its deploy (one
+-- PL/pgSQL call per row, not two), preceded by the tenant overrides' routing; it runs as
+-- memgov_policy, like the compiled functions.
+CREATE FUNCTION memgov.dispatch_decide()
 RETURNS void
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
-AS $rebuild$
-DECLARE
-    v_explain    text := '';
-    v_retention  text := '';
-    v_settings   text := '';
-    v_global     text;
-    v_global_settings jsonb;
-    v_global_holds boolean := false;
-    v_held_apart   text[] := '{}';  -- tenants whose own policy holds where the global does not, or the reverse
-    v_global_reads boolean := false;
-    v_reads_apart  text[] := '{}';  -- tenants whose own policy governs reads where the global does not, or the reverse
-    v_configs      text := '';
-    v_old_configs  text;
-    v_body       text;
-    v_version    record;
-    v_read       text;           -- the version's read class, as SQL of p_item (NULL::bigint: none)
-    v_reader     text;           -- its reader's class, as PL/pgSQL statements
-    v_reads      text := '';
-    v_readers    text := '';
-    v_epochs     text := '';
-    v_global_read    text := 'NULL::bigint';
-    v_global_reader  text := E'        RETURN NULL;\n';
-    v_global_epoch   text := 'NULL::bigint';
-    v_any_read   boolean := false;
+AS $$
 BEGIN
-    FOR v_version IN
-        SELECT org_id, function_name, settings, memgov.policy_may_hold(org_id, version) AS holds
-          FROM memgov.policy_versions
-         WHERE active
-         ORDER BY org_id COLLATE "C"
-    LOOP
-        -- the read class (sql/060_recall.sql): where the version governs reads and its
-        -- compiler wrote a read class function, its epoch and that function; else none
-        v_read := 'NULL::bigint';
-        v_reader := E'        RETURN NULL;\n';
-        IF coalesce((v_version.settings ->> 'reads')::boolean, false)
-           AND to_regprocedure(format('memgov.%I(memgov.long_term_memory_items, text)',
-                                      v_version.function_name || '_read')) IS NOT NULL THEN
-            v_any_read := true;
-            SELECT format('(%s::bigint << 32 | memgov.%I(p_item, NULL))', v.read_epoch, v_version.function_name || '_read'),
-                   format(E'        v_epoch := %s;\n        v_class := memgov.%I(NULL, memgov.invoker_role());\n',
-                          v.read_epoch, v_version.function_name || '_read'),
-                   v.read_epoch::text
-              INTO v_read, v_reader, v_body
-              FROM memgov.policy_versions v
-             WHERE v.org_id = v_version.org_id AND v.active;
-        ELSE
-            v_body := 'NULL::bigint';
-        END IF;
-        IF v_version.org_id = '*' THEN
-            v_global_read := v_read;
-            v_global_reader := v_reader;
-            v_global_epoch := v_body;
-            v_global := v_version.function_name;
-            v_global_settings := v_version.settings;
-            v_global_holds := v_version.holds;
-            v_global_reads := coalesce((v_version.settings ->> 'reads')::boolean, false);
-            CONTINUE;
-        END IF;
-        -- a tenant's own policy decides all its settings (one it leaves out: the default)
-        v_configs := v_configs || format(E'        WHEN p_org_id = %L THEN %L::regconfig\n', v_version.org_id,
-                                         coalesce(v_version.settings -> 'search' ->> 'text_config',
-                                                  memgov.setting_defaults() #>> '{search,text_config}'));
-        v_settings := v_settings || format(
-            E'    IF p_org_id = %L THEN\n        RETURN %L::jsonb;\n    END IF;\n',
-            v_version.org_id, v_version.settings);
-        v_explain := v_explain || format(
-            E'    IF p_item.org_id = %L THEN\n        RETURN memgov.%I(p_item, p_operation, p_actor);\n    END IF;\n',
-            v_version.org_id, v_version.function_name || '_explain');
-        v_retention := v_retention || format(
-            E'        WHEN p_item.org_id = %L THEN memgov.%I(p_item)\n',
-            v_version.org_id, v_version.function_name || '_retention');
-        v_reads := v_reads || format(E'        WHEN p_item.org_id = %L THEN %s\n', v_version.org_id, v_read);
-        v_readers := v_readers || format(E'    WHEN v_org_id = %L THEN\n%s', v_version.org_id, v_reader);
-        v_epochs := v_epochs || format(E'        WHEN p_org_id = %L THEN %s\n', v_version.org_id, v_body);
-    END LOOP;
-
-    -- memgov.decide carries the global policy's own body as recorded at its deploy (one
-    -- PL/pgSQL call per row, not two), preceded by the tenant overrides' routing
     EXECUTE memgov.decide_definition();
     PERFORM memgov.hand_to_policy_role('memgov.decide(memgov.long_term_memory_items, text, text)');
+END
+$$;
 
+-- explain_decision: the explanation of the tenant's active version ('[]' without a policy).
+CREATE FUNCTION memgov.dispatch_explain_decision()
+RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $gen$
+DECLARE
+    v_explain  text;
+    v_global   text;
+BEGIN
+    SELECT coalesce(string_agg(format(
+               E'    IF p_item.org_id = %L THEN\n        RETURN memgov.%I(p_item, p_operation, p_actor);\n    END IF;\n',
+               v.org_id, v.function_name || '_explain'), '' ORDER BY v.org_id COLLATE "C"), '')
+      INTO v_explain
+      FROM memgov.policy_versions v
+     WHERE v.active AND v.org_id <> '*';
+    SELECT v.function_name INTO v_global FROM memgov.policy_versions v WHERE v.active AND v.org_id = '*';
     EXECUTE format($f$
 CREATE OR REPLACE FUNCTION memgov.explain_decision(p_item memgov.long_term_memory_items, p_operation text, p_actor text)
 RETURNS jsonb
@@ -295,9 +236,26 @@ $body$$f$,
         v_explain,
         CASE WHEN v_global IS NULL THEN '''[]''::jsonb'
              ELSE format('memgov.%I(p_item, p_operation, p_actor)', v_global || '_explain') END);
+END
+$gen$;
 
-    -- retention_rule is SQL, which the planner inlines into the sweep's walk: one call per
-    -- row (the compiled function), not two
+-- retention_rule is SQL, which the planner inlines into the sweep's walk: one call per
+-- row (the compiled function), not two.
+CREATE FUNCTION memgov.dispatch_retention_rule()
+RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $gen$
+DECLARE
+    v_retention  text;
+    v_global     text;
+BEGIN
+    SELECT coalesce(string_agg(format(E'        WHEN p_item.org_id = %L THEN memgov.%I(p_item)\n',
+                                      v.org_id, v.function_name || '_retention'), '' ORDER BY v.org_id COLLATE "C"), '')
+      INTO v_retention
+      FROM memgov.policy_versions v
+     WHERE v.active AND v.org_id <> '*';
+    SELECT v.function_name INTO v_global FROM memgov.policy_versions v WHERE v.active AND v.org_id = '*';
     EXECUTE format($f$
 CREATE OR REPLACE FUNCTION memgov.retention_rule(p_item memgov.long_term_memory_items)
 RETURNS text
@@ -309,7 +267,26 @@ $body$$f$,
                v_retention,
                CASE WHEN v_global IS NULL THEN 'NULL::text'
                     ELSE format('memgov.%I(p_item)', v_global || '_retention') END));
+END
+$gen$;
 
+-- policy_settings: the settings of a tenant's active version, as constants (a tenant's own
+-- policy decides all its settings; one it leaves out takes the default, memgov.policy_setting).
+CREATE FUNCTION memgov.dispatch_policy_settings()
+RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $gen$
+DECLARE
+    v_settings  text;
+    v_global    jsonb;
+BEGIN
+    SELECT coalesce(string_agg(format(E'    IF p_org_id = %L THEN\n        RETURN %L::jsonb;\n    END IF;\n',
+                                      v.org_id, v.settings), '' ORDER BY v.org_id COLLATE "C"), '')
+      INTO v_settings
+      FROM memgov.policy_versions v
+     WHERE v.active AND v.org_id <> '*';
+    SELECT v.settings INTO v_global FROM memgov.policy_versions v WHERE v.active AND v.org_id = '*';
     EXECUTE format($f$
 CREATE OR REPLACE FUNCTION memgov.policy_settings(p_org_id text)
 RETURNS jsonb
@@ -319,11 +296,28 @@ BEGIN
 %s    RETURN %L::jsonb;
 END
 $body$$f$,
-        v_settings, coalesce(v_global_settings, '{}'::jsonb));
+        v_settings, coalesce(v_global, '{}'::jsonb));
+END
+$gen$;
 
-    -- retention_held: SQL that the planner inlines into the sweep's queries, so that a tenant
-    -- whose active policy cannot deny a forget by a rule costs no decision per row (tenants
-    -- without a policy of their own follow the global one; with none at all, nothing holds)
+-- retention_held: SQL that the planner inlines into the sweep's queries, so that a tenant
+-- whose active policy cannot deny a forget by a rule costs no decision per row (tenants
+-- without a policy of their own follow the global one; with none at all, nothing holds;
+-- memgov.policy_may_hold).
+CREATE FUNCTION memgov.dispatch_retention_held()
+RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $gen$
+DECLARE
+    v_global_holds  boolean;
+    v_held_apart    text[];  -- tenants whose own policy holds where the global does not, or the reverse
+BEGIN
+    SELECT memgov.policy_may_hold(v.org_id, v.version) INTO v_global_holds
+      FROM memgov.policy_versions v WHERE v.active AND v.org_id = '*';
+    IF NOT FOUND THEN
+        v_global_holds := false;
+    END IF;
     SELECT coalesce(array_agg(v.org_id ORDER BY v.org_id COLLATE "C"), '{}') INTO v_held_apart
       FROM memgov.policy_versions v
      WHERE v.active AND v.org_id <> '*' AND memgov.policy_may_hold(v.org_id, v.version) <> v_global_holds;
@@ -338,10 +332,25 @@ $body$$f$,
         v_held_apart,
         CASE WHEN v_global_holds THEN 'false' ELSE 'memgov.forget_denied_by_rule(p_item)' END,
         CASE WHEN v_global_holds THEN 'memgov.forget_denied_by_rule(p_item)' ELSE 'false' END);
+END
+$gen$;
 
-    -- reads_governed and search_config: SQL-standard bodies (bound at creation, whatever the
-    -- caller's search_path) that the planner inlines into row level security and the write
-    -- trigger, a constant where no tenant's policy sets them apart
+-- reads_governed: whether a tenant's active policy decides reads (its settings' "reads").
+-- Like search_config and sample_rate, a SQL-standard body (bound at creation, whatever the
+-- caller's search_path) that the planner inlines into row level security and the write
+-- trigger, a constant where no tenant's policy sets them apart.
+CREATE FUNCTION memgov.dispatch_reads_governed()
+RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $gen$
+DECLARE
+    v_global_reads  boolean;
+    v_reads_apart   text[];  -- tenants whose own policy governs reads where the global does not, or the reverse
+    v_body          text;
+BEGIN
+    v_global_reads := coalesce((SELECT coalesce((v.settings ->> 'reads')::boolean, false)
+                                  FROM memgov.policy_versions v WHERE v.active AND v.org_id = '*'), false);
     SELECT coalesce(array_agg(v.org_id ORDER BY v.org_id COLLATE "C"), '{}') INTO v_reads_apart
       FROM memgov.policy_versions v
      WHERE v.active AND v.org_id <> '*'
@@ -354,105 +363,97 @@ CREATE OR REPLACE FUNCTION memgov.reads_governed(p_org_id text)
 RETURNS boolean
 LANGUAGE sql STABLE PARALLEL SAFE
 RETURN %s$f$, format(v_body, 'p_org_id'));
-    v_old_configs := pg_get_functiondef(to_regprocedure('memgov.search_config(text)'));  -- NULL before the first
+END
+$gen$;
+
+-- search_config: a tenant's text search configuration (settings' search.text_config, else
+-- the default). Returns whether its definition changed: then memgov.reindex_search_config.
+CREATE FUNCTION memgov.dispatch_search_config()
+RETURNS boolean
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $gen$
+DECLARE
+    v_default  constant text := memgov.setting_defaults() #>> '{search,text_config}';
+    v_configs  text;
+    v_global   text;
+    v_before   text := pg_get_functiondef(to_regprocedure('memgov.search_config(text)'));  -- NULL before the first
+BEGIN
+    SELECT coalesce(string_agg(format(E'        WHEN p_org_id = %L THEN %L::regconfig\n', v.org_id,
+                                      coalesce(v.settings -> 'search' ->> 'text_config', v_default)),
+                               '' ORDER BY v.org_id COLLATE "C"), '')
+      INTO v_configs
+      FROM memgov.policy_versions v
+     WHERE v.active AND v.org_id <> '*';
+    SELECT v.settings -> 'search' ->> 'text_config' INTO v_global
+      FROM memgov.policy_versions v WHERE v.active AND v.org_id = '*';
     EXECUTE format($f$
 CREATE OR REPLACE FUNCTION memgov.search_config(p_org_id text)
 RETURNS regconfig
 LANGUAGE sql STABLE PARALLEL SAFE
 RETURN %s$f$,
         format(CASE WHEN v_configs = '' THEN '%2$L::regconfig' ELSE E'CASE\n%1$s        ELSE %2$L::regconfig\n    END' END,
-               v_configs, coalesce(v_global_settings -> 'search' ->> 'text_config',
-                                  memgov.setting_defaults() #>> '{search,text_config}')));
-    -- a tenant whose text search configuration changed has its memories indexed anew
-    -- (search_vector follows search_config), in the deploy's transaction
-    IF v_old_configs IS DISTINCT FROM pg_get_functiondef('memgov.search_config(text)'::regprocedure) THEN
-        PERFORM memgov.engine_writes();
-        UPDATE memgov.long_term_memory_items m
-           SET search_config = memgov.search_config(m.org_id)
-         WHERE m.search_config <> memgov.search_config(m.org_id);
-        PERFORM memgov.engine_writes_done();
-    END IF;
-    -- sample_rate: the share of a tenant's stored or held writes kept for replay (its policy's
-    -- replay.sample_rate; none by default), a constant in the write trigger's test
-    SELECT coalesce(string_agg(format(E'        WHEN p_org_id = %L THEN %s\n', v.org_id, r.rate), '' ORDER BY v.org_id COLLATE "C"), '')
-      INTO v_body
-      FROM memgov.policy_versions v,
-           LATERAL (SELECT coalesce(v.settings -> 'replay' ->> 'sample_rate',
-                                    memgov.setting_defaults() -> 'replay' ->> 'sample_rate')::numeric AS rate) AS r
+               v_configs, coalesce(v_global, v_default)));
+    RETURN v_before IS DISTINCT FROM pg_get_functiondef('memgov.search_config(text)'::regprocedure);
+END
+$gen$;
+
+-- Step: the memories whose tenant's text search configuration changed are indexed anew
+-- (search_vector follows search_config), in the deploy's transaction.
+CREATE FUNCTION memgov.reindex_search_config()
+RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    PERFORM memgov.engine_writes();
+    UPDATE memgov.long_term_memory_items m
+       SET search_config = memgov.search_config(m.org_id)
+     WHERE m.search_config <> memgov.search_config(m.org_id);
+    PERFORM memgov.engine_writes_done();
+END
+$$;
+
+-- sample_rate: the share of a tenant's stored or held writes kept for replay (its policy's
+-- replay.sample_rate; none by default), a constant in the write trigger's test.
+CREATE FUNCTION memgov.dispatch_sample_rate()
+RETURNS void
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $gen$
+DECLARE
+    v_default  constant numeric := (memgov.setting_defaults() -> 'replay' ->> 'sample_rate')::numeric;
+    v_rates    text;
+    v_global   numeric;
+BEGIN
+    SELECT coalesce(string_agg(format(E'        WHEN p_org_id = %L THEN %s\n', v.org_id,
+                                      coalesce((v.settings -> 'replay' ->> 'sample_rate')::numeric, v_default)),
+                               '' ORDER BY v.org_id COLLATE "C"), '')
+      INTO v_rates
+      FROM memgov.policy_versions v
      WHERE v.active AND v.org_id <> '*';
+    SELECT (v.settings -> 'replay' ->> 'sample_rate')::numeric INTO v_global
+      FROM memgov.policy_versions v WHERE v.active AND v.org_id = '*';
     EXECUTE format($f$
 CREATE OR REPLACE FUNCTION memgov.sample_rate(p_org_id text)
 RETURNS numeric
 LANGUAGE sql STABLE PARALLEL SAFE
 RETURN %s$f$,
-        format(CASE WHEN v_body = '' THEN '%2$s::numeric' ELSE E'CASE\n%1$s        ELSE %2$s::numeric\n    END' END,
-               v_body, coalesce(v_global_settings -> 'replay' ->> 'sample_rate',
-                                memgov.setting_defaults() -> 'replay' ->> 'sample_rate')::numeric));
-    -- a tenant whose policy stops sampling has its samples deleted: samples exist only where
-    -- the memories' deletion deletes them (the trigger forget_samples)
-    DELETE FROM memgov.replay_samples s WHERE memgov.sample_rate(s.org_id) = 0;
+        format(CASE WHEN v_rates = '' THEN '%2$s::numeric' ELSE E'CASE\n%1$s        ELSE %2$s::numeric\n    END' END,
+               v_rates, coalesce(v_global, v_default)));
+END
+$gen$;
 
-    -- read classes (sql/060_recall.sql). read_class: a row's, as the write trigger stores it
-    -- (SQL, inlined into the trigger: a constant NULL where no policy has read classes);
-    -- read_epoch: the epoch a tenant's current rows carry; read_classes: the classes the
-    -- session's role may read (p_allowed) or may not, in its tenant, for row level security
-    -- (once per statement; NULL where its policy has none: every row is decided as before)
-    EXECUTE format($f$
-CREATE OR REPLACE FUNCTION memgov.read_class(p_item memgov.long_term_memory_items)
-RETURNS bigint
-LANGUAGE sql STABLE PARALLEL SAFE
-AS $body$
-    SELECT %s
-$body$$f$,
-        format(CASE WHEN v_reads = '' THEN '%2$s' ELSE E'CASE\n%1$s        ELSE %2$s\n    END' END,
-               v_reads, v_global_read));
-    EXECUTE format($f$
-CREATE OR REPLACE FUNCTION memgov.read_epoch(p_org_id text)
-RETURNS bigint
-LANGUAGE sql STABLE PARALLEL SAFE
-RETURN %s$f$,
-        format(CASE WHEN v_epochs = '' THEN '%2$s' ELSE E'CASE\n%1$s        ELSE %2$s\n    END' END,
-               v_epochs, v_global_epoch));
-    EXECUTE format($f$
-CREATE OR REPLACE FUNCTION memgov.read_classes(p_allowed boolean)
-RETURNS bigint[]
-LANGUAGE plpgsql STABLE
-SECURITY DEFINER
+-- Step: a tenant whose policy stops sampling has its samples deleted: samples exist only
+-- where the memories' deletion deletes them (the trigger forget_samples).
+CREATE FUNCTION memgov.drop_unsampled_replays()
+RETURNS void
+LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
-AS $body$
-DECLARE
-    v_org_id  text := memgov.session_tenant();
-    v_epoch   bigint;
-    v_class   integer;
+AS $$
 BEGIN
-%s    IF v_class IS NULL THEN
-        RETURN NULL;
-    END IF;
-    -- a row's mask has a bit per reader class (4): the masks with this reader's bit, the most
-    -- common first (every class, then none), or those without it
-    RETURN ARRAY(SELECT v_epoch << 32 | m.mask
-                   FROM generate_series(0, 15) AS m(mask)
-                  WHERE (m.mask & (1 << v_class) <> 0) = p_allowed
-                  ORDER BY CASE WHEN p_allowed THEN -m.mask ELSE m.mask END);
+    DELETE FROM memgov.replay_samples s WHERE memgov.sample_rate(s.org_id) = 0;
 END
-$body$$f$,
-        CASE WHEN v_readers = '' THEN regexp_replace(v_global_reader, '^    ', '', 'gn')
-             ELSE format(E'    CASE\n%s    ELSE\n%s    END CASE;\n', v_readers, v_global_reader) END);
-    -- rows whose read class another version decided are recomputed (until then they are
-    -- decided row by row: row level security trusts a class of the tenant's current epoch only)
-    IF v_any_read THEN
-        PERFORM memgov.engine_writes();
-        UPDATE memgov.long_term_memory_items m
-           SET read_class = memgov.read_class(m)
-         WHERE memgov.read_epoch(m.org_id) IS NOT NULL
-           AND (m.read_class >> 32) IS DISTINCT FROM memgov.read_epoch(m.org_id);
-        PERFORM memgov.engine_writes_done();
-    END IF;
-    PERFORM memgov.rebuild_shadow_dispatch();
-END
-$rebuild$;
-
--- Until the first deploy every tenant is routed to memgov.no_policy_decision().
-SELECT memgov.rebuild_dispatch();
+$$;
 
 RESET ROLE;
