@@ -39,7 +39,9 @@ def test_queries_file_has_every_query_python_uses():
 
 def test_a_query_defined_in_two_files_is_an_error():
     with pytest.raises(ValueError, match=r"'a' is defined twice: in cli.sql and in doctor.sql"):
-        merge_queries({"cli.sql": "-- name: a\nSELECT 1;\n", "doctor.sql": "-- name: b\nSELECT 2;\n-- name: a\nSELECT 3;\n"})
+        merge_queries(
+            {"cli.sql": "-- name: a\nSELECT 1;\n", "doctor.sql": "-- name: b\nSELECT 2;\n-- name: a\nSELECT 3;\n"}
+        )
 
 
 def test_query_files_each_name_is_unique_and_none_is_applied_as_schema():
