@@ -456,27 +456,6 @@ INTERNAL_CALLS = {
     "keep_sample": "SELECT memgov.keep_sample('remember', m, 'memgov_admin', 1) FROM memgov.long_term_memory_items m",
     "prune_replay_samples": "SELECT memgov.prune_replay_samples(1)",
     "sample_rate": "SELECT memgov.sample_rate('acme')",
-    # rebuild_dispatch's generators and named steps: each rewrites a dispatcher or the stored rows
-    **{
-        name: f"SELECT memgov.{name}()"
-        for name in [
-            "dispatch_decide",
-            "dispatch_explain_decision",
-            "dispatch_retention_rule",
-            "dispatch_policy_settings",
-            "dispatch_retention_held",
-            "dispatch_reads_governed",
-            "dispatch_search_config",
-            "reindex_search_config",
-            "dispatch_sample_rate",
-            "drop_unsampled_replays",
-            "dispatch_read_class",
-            "dispatch_read_epoch",
-            "dispatch_read_classes",
-            "recompute_read_classes",
-        ]
-    },
-    "read_class_source": "SELECT memgov.read_class_source('acme')",
 }
 
 
