@@ -2,13 +2,13 @@
 
 One :class:`ClientFunction` per function: its name, arguments and result as PostgreSQL
 prints them, the roles granted EXECUTE, the SQLSTATEs it raises, and where the Python
-surfaces carry it (the named query of ``sql/queries.sql``, the method of both engines,
+surfaces carry it (the named query of ``sql/queries/``, the method of both engines,
 the SQLAlchemy wrapper). A surface that leaves a function out says why in ``omitted``.
 
 The tests hold every other place to this description: tests/db/test_client_api.py reads the
 live catalog (a function granted to a writer or reviewer that is not here, or whose
 arguments, result or roles differ, fails), and tests/unit/test_client_api.py checks the
-engines, the wrappers, ``sql/queries.sql`` and docs/reference.md's function table.
+engines, the wrappers, ``sql/queries/`` and docs/reference.md's function table.
 ``memgov doctor``'s allow-lists are built from it (:func:`signatures`).
 
 Not here: the detectors every role may call (``memgov_pg.doctor.PUBLIC_API``) and the
@@ -52,7 +52,7 @@ class ClientFunction:
     roles: tuple[str, ...]  # granted EXECUTE, in the order of ROLES
     errors: tuple[str, ...]  # the SQLSTATEs it raises (docs/reference.md, SQLSTATEs)
     does: str
-    query: str | None = None  # its named query in sql/queries.sql
+    query: str | None = None  # its named query in sql/queries/
     engine: str | None = None  # the method of MemoryPolicyEngine and SyncMemoryPolicyEngine
     wrapper: str | None = None  # the statement of memgov_pg.sqlalchemy
     omitted: str = ""  # why a surface above is None

@@ -2,7 +2,7 @@
 
 A policy version compiles into three functions, named after a hash of the
 tenant and the policy file (callers never use these names: the dispatchers of
-``sql/030_policy.sql`` route to them):
+``sql/031_dispatch.sql`` route to them):
 
 * ``memgov.policy_<h>(item, operation, actor) -> memgov.decision`` — the write
   decision. Rules are indexed: the body branches on ``operation_type`` (when a
@@ -42,7 +42,7 @@ from .tenants import check_tenant_id, scope_text
 
 # 2: the sources: check decides writes only (remember, update, forget), never a read
 COMPILER_VERSION = "2"
-#: The line of a compiled decide body where memgov.decide_definition (sql/030_policy.sql)
+#: The line of a compiled decide body where memgov.decide_definition (sql/031_dispatch.sql)
 #: puts the routing to the tenants' policies when the body serves as memgov.decide.
 TENANT_ROUTING_MARKER = "    -- memgov:tenant-routing"
 

@@ -3,7 +3,7 @@
 pg_cron lives in one database of the server, ``cron.database_name``. pg_cron makes that
 setting (and ``cron.log_run``) superuser-only: superusers and members of
 ``pg_read_all_settings`` read it in ``pg_settings``; ``memgov_admin`` reads those two
-through ``memgov.cron_settings()`` (sql/070_retention.sql), which runs as
+through ``memgov.cron_settings()`` (sql/071_run_maintenance.sql), which runs as
 ``memgov_settings_reader``; for anyone else the setting is hidden, and hidden is not
 "not loaded": ``current_setting('cron.database_name', true)`` raises 42501 for a setting
 that exists and returns NULL (or a config file's placeholder) for one no library defined.

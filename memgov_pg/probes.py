@@ -3,7 +3,7 @@
 Whether the schema is installed (``memgov retention``, ``memgov verify-log``), the
 deployed policy code that is not what its deploy recorded (``memgov doctor``,
 ``memgov verify-log``) and a restored copy's transaction counter behind the sealed
-decision log (the same two). Each is one query of sql/queries.sql; this module holds
+decision log (the same two). Each is one query of sql/queries/; this module holds
 no command of its own.
 """
 

@@ -85,23 +85,41 @@ def sql_files() -> list[Path]:
 _HEADER = re.compile(r"^--\s*name:\s*([a-z_][a-z0-9_]*)\s*$", re.MULTILINE)
 
 
-def parse_queries(text: str) -> dict[str, str]:
+def parse_queries(text: str, source: str = "queries") -> dict[str, str]:
     """Split a named-query file into {name: sql}; a block starts with ``-- name: x``."""
     parts = _HEADER.split(text)
     queries: dict[str, str] = {}
     for name, body in zip(parts[1::2], parts[2::2], strict=True):
         if name in queries:
-            raise ValueError(f"queries.sql: query {name!r} is defined twice")
+            raise ValueError(f"{source}: query {name!r} is defined twice")
         queries[name] = body.strip()
     return queries
 
 
+def query_files() -> list[Path]:
+    """The named-query files, one per user (``sql/queries/*.sql``: the CLI, doctor, the engines)."""
+    return sorted((sql_dir() / "queries").glob("*.sql"))
+
+
+def merge_queries(files: dict[str, str]) -> dict[str, str]:
+    """The queries of several files ({file name: text}); a name defined in two files is an error."""
+    merged: dict[str, str] = {}
+    defined_in: dict[str, str] = {}
+    for source, text in files.items():
+        for name, sql in parse_queries(text, source).items():
+            if name in merged:
+                raise ValueError(f"query {name!r} is defined twice: in {defined_in[name]} and in {source}")
+            merged[name] = sql
+            defined_in[name] = source
+    return merged
+
+
 @cache
 def queries() -> dict[str, str]:
-    """Every query the Python layer sends, from ``sql/queries.sql``."""
-    return parse_queries((sql_dir() / "queries.sql").read_text(encoding="utf-8"))
+    """Every query the Python layer sends, from the files of ``sql/queries/``."""
+    return merge_queries({p.name: p.read_text(encoding="utf-8") for p in query_files()})
 
 
 def query(name: str) -> str:
-    """The SQL of the named query in ``sql/queries.sql``; KeyError for an unknown name."""
+    """The SQL of the named query in ``sql/queries/``; KeyError for an unknown name."""
     return queries()[name]

@@ -1,6 +1,6 @@
 """Retention operations: run the sweep, schedule it with pg_cron, find its job.
 
-The sweep itself is SQL (``CALL memgov.run_maintenance()``, sql/070_retention.sql);
+The sweep itself is SQL (``CALL memgov.run_maintenance()``, sql/071_run_maintenance.sql);
 this module only starts it, watches it and reads what it recorded.
 
 pg_cron lives in one database of the server (``cron.database_name``). The job of

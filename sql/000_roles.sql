@@ -35,7 +35,7 @@ $roles$;
 -- memgov_owner creates the compiled policy functions and hands them to memgov_policy
 GRANT memgov_policy TO memgov_owner;
 -- pg_cron's cron.database_name and cron.log_run are superuser-only settings: memgov_admin
--- reads those two through memgov.cron_settings(), which runs as this role (sql/070_retention.sql)
+-- reads those two through memgov.cron_settings(), which runs as this role (sql/071_run_maintenance.sql)
 GRANT pg_read_all_settings TO memgov_settings_reader;
 
 CREATE SCHEMA memgov AUTHORIZATION memgov_owner;

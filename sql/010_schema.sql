@@ -269,7 +269,7 @@ GRANT SELECT ON memgov.shadow_decisions TO memgov_admin;
 -- Every decision, written in the same transaction as the write it decided.
 -- Only memgov.log_decision() inserts here, from a typed memgov.decision, and the
 -- same INSERT written out where a write pays for each call (memgov.govern and the
--- write trigger's stored row, sql/040_enforce.sql); the table carries no CHECK constraints because a row
+-- write trigger's stored row, sql/041_write_trigger.sql); the table carries no CHECK constraints because a row
 -- trigger's single-row INSERT would prepare every CHECK expression again on
 -- each write (measured: +15 µs per governed row).
 CREATE TABLE memgov.decision_log (

@@ -2,7 +2,7 @@
 --
 -- A memory expires at memgov.item_expiry: its retention policy's expiry (ttl_7d, ttl_30d),
 -- or sooner the end of the TTL its writer gave it (ttl_minutes, a LangGraph store's ttl).
--- The write trigger (sql/040_enforce.sql) sets expires_at at every write: a writer names a
+-- The write trigger (sql/041_write_trigger.sql) sets expires_at at every write: a writer names a
 -- duration, never a time, and a TTL never outlives the retention policy's promise. Every
 -- write of the memory starts its TTL again, and so does memgov.refresh_ttl (a read that
 -- refreshes it); memgov.sweep_expired lets a writer delete its own tenant's expired

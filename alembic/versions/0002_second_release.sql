@@ -313,92 +313,33 @@ BEGIN
 END
 $functionx$;
 
-CREATE OR REPLACE FUNCTION memgov.rebuild_dispatch()
+CREATE OR REPLACE FUNCTION memgov.dispatch_decide()
+ RETURNS void
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+BEGIN
+    EXECUTE memgov.decide_definition();
+    PERFORM memgov.hand_to_policy_role('memgov.decide(memgov.long_term_memory_items, text, text)');
+END
+$function$;
+
+CREATE OR REPLACE FUNCTION memgov.dispatch_explain_decision()
  RETURNS void
  LANGUAGE plpgsql
  SET search_path TO 'pg_catalog', 'pg_temp'
 AS $function$
 DECLARE
-    v_explain    text := '';
-    v_retention  text := '';
-    v_settings   text := '';
-    v_global     text;
-    v_global_settings jsonb;
-    v_global_holds boolean := false;
-    v_held_apart   text[] := '{}';  -- tenants whose own policy holds where the global does not, or the reverse
-    v_global_reads boolean := false;
-    v_reads_apart  text[] := '{}';  -- tenants whose own policy governs reads where the global does not, or the reverse
-    v_configs      text := '';
-    v_old_configs  text;
-    v_body       text;
-    v_version    record;
-    v_read       text;           -- the version's read class, as SQL of p_item (NULL::bigint: none)
-    v_reader     text;           -- its reader's class, as PL/pgSQL statements
-    v_reads      text := '';
-    v_readers    text := '';
-    v_epochs     text := '';
-    v_global_read    text := 'NULL::bigint';
-    v_global_reader  text := E'        RETURN NULL;\n';
-    v_global_epoch   text := 'NULL::bigint';
-    v_any_read   boolean := false;
+    v_explain  text;
+    v_global   text;
 BEGIN
-    FOR v_version IN
-        SELECT org_id, function_name, settings, memgov.policy_may_hold(org_id, version) AS holds
-          FROM memgov.policy_versions
-         WHERE active
-         ORDER BY org_id COLLATE "C"
-    LOOP
-        -- the read class (sql/060_recall.sql): where the version governs reads and its
-        -- compiler wrote a read class function, its epoch and that function; else none
-        v_read := 'NULL::bigint';
-        v_reader := E'        RETURN NULL;\n';
-        IF coalesce((v_version.settings ->> 'reads')::boolean, false)
-           AND to_regprocedure(format('memgov.%I(memgov.long_term_memory_items, text)',
-                                      v_version.function_name || '_read')) IS NOT NULL THEN
-            v_any_read := true;
-            SELECT format('(%s::bigint << 32 | memgov.%I(p_item, NULL))', v.read_epoch, v_version.function_name || '_read'),
-                   format(E'        v_epoch := %s;\n        v_class := memgov.%I(NULL, memgov.invoker_role());\n',
-                          v.read_epoch, v_version.function_name || '_read'),
-                   v.read_epoch::text
-              INTO v_read, v_reader, v_body
-              FROM memgov.policy_versions v
-             WHERE v.org_id = v_version.org_id AND v.active;
-        ELSE
-            v_body := 'NULL::bigint';
-        END IF;
-        IF v_version.org_id = '*' THEN
-            v_global_read := v_read;
-            v_global_reader := v_reader;
-            v_global_epoch := v_body;
-            v_global := v_version.function_name;
-            v_global_settings := v_version.settings;
-            v_global_holds := v_version.holds;
-            v_global_reads := coalesce((v_version.settings ->> 'reads')::boolean, false);
-            CONTINUE;
-        END IF;
-        -- a tenant's own policy decides all its settings (one it leaves out: the default)
-        v_configs := v_configs || format(E'        WHEN p_org_id = %L THEN %L::regconfig\n', v_version.org_id,
-                                         coalesce(v_version.settings -> 'search' ->> 'text_config',
-                                                  memgov.setting_defaults() #>> '{search,text_config}'));
-        v_settings := v_settings || format(
-            E'    IF p_org_id = %L THEN\n        RETURN %L::jsonb;\n    END IF;\n',
-            v_version.org_id, v_version.settings);
-        v_explain := v_explain || format(
-            E'    IF p_item.org_id = %L THEN\n        RETURN memgov.%I(p_item, p_operation, p_actor);\n    END IF;\n',
-            v_version.org_id, v_version.function_name || '_explain');
-        v_retention := v_retention || format(
-            E'        WHEN p_item.org_id = %L THEN memgov.%I(p_item)\n',
-            v_version.org_id, v_version.function_name || '_retention');
-        v_reads := v_reads || format(E'        WHEN p_item.org_id = %L THEN %s\n', v_version.org_id, v_read);
-        v_readers := v_readers || format(E'    WHEN v_org_id = %L THEN\n%s', v_version.org_id, v_reader);
-        v_epochs := v_epochs || format(E'        WHEN p_org_id = %L THEN %s\n', v_version.org_id, v_body);
-    END LOOP;
-
-    -- memgov.decide carries the global policy's own body as recorded at its deploy (one
-    -- PL/pgSQL call per row, not two), preceded by the tenant overrides' routing
-    EXECUTE memgov.decide_definition();
-    PERFORM memgov.hand_to_policy_role('memgov.decide(memgov.long_term_memory_items, text, text)');
-
+    SELECT coalesce(string_agg(format(
+               E'    IF p_item.org_id = %L THEN\n        RETURN memgov.%I(p_item, p_operation, p_actor);\n    END IF;\n',
+               v.org_id, v.function_name || '_explain'), '' ORDER BY v.org_id COLLATE "C"), '')
+      INTO v_explain
+      FROM memgov.policy_versions v
+     WHERE v.active AND v.org_id <> '*';
+    SELECT v.function_name INTO v_global FROM memgov.policy_versions v WHERE v.active AND v.org_id = '*';
     EXECUTE format($f$
 CREATE OR REPLACE FUNCTION memgov.explain_decision(p_item memgov.long_term_memory_items, p_operation text, p_actor text)
 RETURNS jsonb
@@ -411,9 +352,24 @@ $body$$f$,
         v_explain,
         CASE WHEN v_global IS NULL THEN '''[]''::jsonb'
              ELSE format('memgov.%I(p_item, p_operation, p_actor)', v_global || '_explain') END);
+END
+$function$;
 
-    -- retention_rule is SQL, which the planner inlines into the sweep's walk: one call per
-    -- row (the compiled function), not two
+CREATE OR REPLACE FUNCTION memgov.dispatch_retention_rule()
+ RETURNS void
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+DECLARE
+    v_retention  text;
+    v_global     text;
+BEGIN
+    SELECT coalesce(string_agg(format(E'        WHEN p_item.org_id = %L THEN memgov.%I(p_item)\n',
+                                      v.org_id, v.function_name || '_retention'), '' ORDER BY v.org_id COLLATE "C"), '')
+      INTO v_retention
+      FROM memgov.policy_versions v
+     WHERE v.active AND v.org_id <> '*';
+    SELECT v.function_name INTO v_global FROM memgov.policy_versions v WHERE v.active AND v.org_id = '*';
     EXECUTE format($f$
 CREATE OR REPLACE FUNCTION memgov.retention_rule(p_item memgov.long_term_memory_items)
 RETURNS text
@@ -425,7 +381,24 @@ $body$$f$,
                v_retention,
                CASE WHEN v_global IS NULL THEN 'NULL::text'
                     ELSE format('memgov.%I(p_item)', v_global || '_retention') END));
+END
+$function$;
 
+CREATE OR REPLACE FUNCTION memgov.dispatch_policy_settings()
+ RETURNS void
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+DECLARE
+    v_settings  text;
+    v_global    jsonb;
+BEGIN
+    SELECT coalesce(string_agg(format(E'    IF p_org_id = %L THEN\n        RETURN %L::jsonb;\n    END IF;\n',
+                                      v.org_id, v.settings), '' ORDER BY v.org_id COLLATE "C"), '')
+      INTO v_settings
+      FROM memgov.policy_versions v
+     WHERE v.active AND v.org_id <> '*';
+    SELECT v.settings INTO v_global FROM memgov.policy_versions v WHERE v.active AND v.org_id = '*';
     EXECUTE format($f$
 CREATE OR REPLACE FUNCTION memgov.policy_settings(p_org_id text)
 RETURNS jsonb
@@ -435,11 +408,24 @@ BEGIN
 %s    RETURN %L::jsonb;
 END
 $body$$f$,
-        v_settings, coalesce(v_global_settings, '{}'::jsonb));
+        v_settings, coalesce(v_global, '{}'::jsonb));
+END
+$function$;
 
-    -- retention_held: SQL that the planner inlines into the sweep's queries, so that a tenant
-    -- whose active policy cannot deny a forget by a rule costs no decision per row (tenants
-    -- without a policy of their own follow the global one; with none at all, nothing holds)
+CREATE OR REPLACE FUNCTION memgov.dispatch_retention_held()
+ RETURNS void
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+DECLARE
+    v_global_holds  boolean;
+    v_held_apart    text[];  -- tenants whose own policy holds where the global does not, or the reverse
+BEGIN
+    SELECT memgov.policy_may_hold(v.org_id, v.version) INTO v_global_holds
+      FROM memgov.policy_versions v WHERE v.active AND v.org_id = '*';
+    IF NOT FOUND THEN
+        v_global_holds := false;
+    END IF;
     SELECT coalesce(array_agg(v.org_id ORDER BY v.org_id COLLATE "C"), '{}') INTO v_held_apart
       FROM memgov.policy_versions v
      WHERE v.active AND v.org_id <> '*' AND memgov.policy_may_hold(v.org_id, v.version) <> v_global_holds;
@@ -454,10 +440,21 @@ $body$$f$,
         v_held_apart,
         CASE WHEN v_global_holds THEN 'false' ELSE 'memgov.forget_denied_by_rule(p_item)' END,
         CASE WHEN v_global_holds THEN 'memgov.forget_denied_by_rule(p_item)' ELSE 'false' END);
+END
+$function$;
 
-    -- reads_governed and search_config: SQL-standard bodies (bound at creation, whatever the
-    -- caller's search_path) that the planner inlines into row level security and the write
-    -- trigger, a constant where no tenant's policy sets them apart
+CREATE OR REPLACE FUNCTION memgov.dispatch_reads_governed()
+ RETURNS void
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+DECLARE
+    v_global_reads  boolean;
+    v_reads_apart   text[];  -- tenants whose own policy governs reads where the global does not, or the reverse
+    v_body          text;
+BEGIN
+    v_global_reads := coalesce((SELECT coalesce((v.settings ->> 'reads')::boolean, false)
+                                  FROM memgov.policy_versions v WHERE v.active AND v.org_id = '*'), false);
     SELECT coalesce(array_agg(v.org_id ORDER BY v.org_id COLLATE "C"), '{}') INTO v_reads_apart
       FROM memgov.policy_versions v
      WHERE v.active AND v.org_id <> '*'
@@ -470,49 +467,136 @@ CREATE OR REPLACE FUNCTION memgov.reads_governed(p_org_id text)
 RETURNS boolean
 LANGUAGE sql STABLE PARALLEL SAFE
 RETURN %s$f$, format(v_body, 'p_org_id'));
-    v_old_configs := pg_get_functiondef(to_regprocedure('memgov.search_config(text)'));  -- NULL before the first
+END
+$function$;
+
+CREATE OR REPLACE FUNCTION memgov.dispatch_search_config()
+ RETURNS boolean
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+DECLARE
+    v_default  constant text := memgov.setting_defaults() #>> '{search,text_config}';
+    v_configs  text;
+    v_global   text;
+    v_before   text := pg_get_functiondef(to_regprocedure('memgov.search_config(text)'));  -- NULL before the first
+BEGIN
+    SELECT coalesce(string_agg(format(E'        WHEN p_org_id = %L THEN %L::regconfig\n', v.org_id,
+                                      coalesce(v.settings -> 'search' ->> 'text_config', v_default)),
+                               '' ORDER BY v.org_id COLLATE "C"), '')
+      INTO v_configs
+      FROM memgov.policy_versions v
+     WHERE v.active AND v.org_id <> '*';
+    SELECT v.settings -> 'search' ->> 'text_config' INTO v_global
+      FROM memgov.policy_versions v WHERE v.active AND v.org_id = '*';
     EXECUTE format($f$
 CREATE OR REPLACE FUNCTION memgov.search_config(p_org_id text)
 RETURNS regconfig
 LANGUAGE sql STABLE PARALLEL SAFE
 RETURN %s$f$,
         format(CASE WHEN v_configs = '' THEN '%2$L::regconfig' ELSE E'CASE\n%1$s        ELSE %2$L::regconfig\n    END' END,
-               v_configs, coalesce(v_global_settings -> 'search' ->> 'text_config',
-                                  memgov.setting_defaults() #>> '{search,text_config}')));
-    -- a tenant whose text search configuration changed has its memories indexed anew
-    -- (search_vector follows search_config), in the deploy's transaction
-    IF v_old_configs IS DISTINCT FROM pg_get_functiondef('memgov.search_config(text)'::regprocedure) THEN
-        PERFORM memgov.engine_writes();
-        UPDATE memgov.long_term_memory_items m
-           SET search_config = memgov.search_config(m.org_id)
-         WHERE m.search_config <> memgov.search_config(m.org_id);
-        PERFORM memgov.engine_writes_done();
-    END IF;
-    -- sample_rate: the share of a tenant's stored or held writes kept for replay (its policy's
-    -- replay.sample_rate; none by default), a constant in the write trigger's test
-    SELECT coalesce(string_agg(format(E'        WHEN p_org_id = %L THEN %s\n', v.org_id, r.rate), '' ORDER BY v.org_id COLLATE "C"), '')
-      INTO v_body
-      FROM memgov.policy_versions v,
-           LATERAL (SELECT coalesce(v.settings -> 'replay' ->> 'sample_rate',
-                                    memgov.setting_defaults() -> 'replay' ->> 'sample_rate')::numeric AS rate) AS r
+               v_configs, coalesce(v_global, v_default)));
+    RETURN v_before IS DISTINCT FROM pg_get_functiondef('memgov.search_config(text)'::regprocedure);
+END
+$function$;
+
+CREATE OR REPLACE FUNCTION memgov.reindex_search_config()
+ RETURNS void
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+BEGIN
+    PERFORM memgov.engine_writes();
+    UPDATE memgov.long_term_memory_items m
+       SET search_config = memgov.search_config(m.org_id)
+     WHERE m.search_config <> memgov.search_config(m.org_id);
+    PERFORM memgov.engine_writes_done();
+END
+$function$;
+
+CREATE OR REPLACE FUNCTION memgov.dispatch_sample_rate()
+ RETURNS void
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+DECLARE
+    v_default  constant numeric := (memgov.setting_defaults() -> 'replay' ->> 'sample_rate')::numeric;
+    v_rates    text;
+    v_global   numeric;
+BEGIN
+    SELECT coalesce(string_agg(format(E'        WHEN p_org_id = %L THEN %s\n', v.org_id,
+                                      coalesce((v.settings -> 'replay' ->> 'sample_rate')::numeric, v_default)),
+                               '' ORDER BY v.org_id COLLATE "C"), '')
+      INTO v_rates
+      FROM memgov.policy_versions v
      WHERE v.active AND v.org_id <> '*';
+    SELECT (v.settings -> 'replay' ->> 'sample_rate')::numeric INTO v_global
+      FROM memgov.policy_versions v WHERE v.active AND v.org_id = '*';
     EXECUTE format($f$
 CREATE OR REPLACE FUNCTION memgov.sample_rate(p_org_id text)
 RETURNS numeric
 LANGUAGE sql STABLE PARALLEL SAFE
 RETURN %s$f$,
-        format(CASE WHEN v_body = '' THEN '%2$s::numeric' ELSE E'CASE\n%1$s        ELSE %2$s::numeric\n    END' END,
-               v_body, coalesce(v_global_settings -> 'replay' ->> 'sample_rate',
-                                memgov.setting_defaults() -> 'replay' ->> 'sample_rate')::numeric));
-    -- a tenant whose policy stops sampling has its samples deleted: samples exist only where
-    -- the memories' deletion deletes them (the trigger forget_samples)
-    DELETE FROM memgov.replay_samples s WHERE memgov.sample_rate(s.org_id) = 0;
+        format(CASE WHEN v_rates = '' THEN '%2$s::numeric' ELSE E'CASE\n%1$s        ELSE %2$s::numeric\n    END' END,
+               v_rates, coalesce(v_global, v_default)));
+END
+$function$;
 
-    -- read classes (sql/060_recall.sql). read_class: a row's, as the write trigger stores it
-    -- (SQL, inlined into the trigger: a constant NULL where no policy has read classes);
-    -- read_epoch: the epoch a tenant's current rows carry; read_classes: the classes the
-    -- session's role may read (p_allowed) or may not, in its tenant, for row level security
-    -- (once per statement; NULL where its policy has none: every row is decided as before)
+CREATE OR REPLACE FUNCTION memgov.drop_unsampled_replays()
+ RETURNS void
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+BEGIN
+    DELETE FROM memgov.replay_samples s WHERE memgov.sample_rate(s.org_id) = 0;
+END
+$function$;
+
+CREATE OR REPLACE FUNCTION memgov.read_class_source(p_org_id text, OUT governed boolean, OUT class_sql text, OUT reader_sql text, OUT epoch_sql text)
+ RETURNS record
+ LANGUAGE plpgsql
+ STABLE
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+DECLARE
+    v_version  record;
+    v_epoch    integer;
+BEGIN
+    SELECT v.settings, v.function_name || '_read' AS reader INTO v_version
+      FROM memgov.policy_versions v WHERE v.org_id = p_org_id AND v.active;
+    governed := false;
+    IF FOUND AND coalesce((v_version.settings ->> 'reads')::boolean, false) THEN
+        governed := to_regprocedure(format('memgov.%I(memgov.long_term_memory_items, text)', v_version.reader)) IS NOT NULL;
+    END IF;
+    IF governed THEN
+        -- asked only here: a schema upgraded from before read classes has no read_epoch
+        -- until its revision adds it, and no version that governs reads with a read class
+        SELECT v.read_epoch INTO v_epoch FROM memgov.policy_versions v WHERE v.org_id = p_org_id AND v.active;
+        class_sql := format('(%s::bigint << 32 | memgov.%I(p_item, NULL))', v_epoch, v_version.reader);
+        reader_sql := format(E'        v_epoch := %s;\n        v_class := memgov.%I(NULL, memgov.invoker_role());\n',
+                             v_epoch, v_version.reader);
+        epoch_sql := v_epoch::text;
+    ELSE
+        class_sql := 'NULL::bigint';
+        reader_sql := E'        RETURN NULL;\n';
+        epoch_sql := 'NULL::bigint';
+    END IF;
+END
+$function$;
+
+CREATE OR REPLACE FUNCTION memgov.dispatch_read_class()
+ RETURNS void
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+DECLARE
+    v_reads  text;
+BEGIN
+    SELECT coalesce(string_agg(format(E'        WHEN p_item.org_id = %L THEN %s\n', v.org_id,
+                                      (memgov.read_class_source(v.org_id)).class_sql), '' ORDER BY v.org_id COLLATE "C"), '')
+      INTO v_reads
+      FROM memgov.policy_versions v
+     WHERE v.active AND v.org_id <> '*';
     EXECUTE format($f$
 CREATE OR REPLACE FUNCTION memgov.read_class(p_item memgov.long_term_memory_items)
 RETURNS bigint
@@ -521,14 +605,47 @@ AS $body$
     SELECT %s
 $body$$f$,
         format(CASE WHEN v_reads = '' THEN '%2$s' ELSE E'CASE\n%1$s        ELSE %2$s\n    END' END,
-               v_reads, v_global_read));
+               v_reads, (memgov.read_class_source('*')).class_sql));
+END
+$function$;
+
+CREATE OR REPLACE FUNCTION memgov.dispatch_read_epoch()
+ RETURNS void
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+DECLARE
+    v_epochs  text;
+BEGIN
+    SELECT coalesce(string_agg(format(E'        WHEN p_org_id = %L THEN %s\n', v.org_id,
+                                      (memgov.read_class_source(v.org_id)).epoch_sql), '' ORDER BY v.org_id COLLATE "C"), '')
+      INTO v_epochs
+      FROM memgov.policy_versions v
+     WHERE v.active AND v.org_id <> '*';
     EXECUTE format($f$
 CREATE OR REPLACE FUNCTION memgov.read_epoch(p_org_id text)
 RETURNS bigint
 LANGUAGE sql STABLE PARALLEL SAFE
 RETURN %s$f$,
         format(CASE WHEN v_epochs = '' THEN '%2$s' ELSE E'CASE\n%1$s        ELSE %2$s\n    END' END,
-               v_epochs, v_global_epoch));
+               v_epochs, (memgov.read_class_source('*')).epoch_sql));
+END
+$function$;
+
+CREATE OR REPLACE FUNCTION memgov.dispatch_read_classes()
+ RETURNS void
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+DECLARE
+    v_readers  text;
+    v_global   constant text := (memgov.read_class_source('*')).reader_sql;
+BEGIN
+    SELECT coalesce(string_agg(format(E'    WHEN v_org_id = %L THEN\n%s', v.org_id,
+                                      (memgov.read_class_source(v.org_id)).reader_sql), '' ORDER BY v.org_id COLLATE "C"), '')
+      INTO v_readers
+      FROM memgov.policy_versions v
+     WHERE v.active AND v.org_id <> '*';
     EXECUTE format($f$
 CREATE OR REPLACE FUNCTION memgov.read_classes(p_allowed boolean)
 RETURNS bigint[]
@@ -552,11 +669,19 @@ BEGIN
                   ORDER BY CASE WHEN p_allowed THEN -m.mask ELSE m.mask END);
 END
 $body$$f$,
-        CASE WHEN v_readers = '' THEN regexp_replace(v_global_reader, '^    ', '', 'gn')
-             ELSE format(E'    CASE\n%s    ELSE\n%s    END CASE;\n', v_readers, v_global_reader) END);
-    -- rows whose read class another version decided are recomputed (until then they are
-    -- decided row by row: row level security trusts a class of the tenant's current epoch only)
-    IF v_any_read THEN
+        CASE WHEN v_readers = '' THEN regexp_replace(v_global, '^    ', '', 'gn')
+             ELSE format(E'    CASE\n%s    ELSE\n%s    END CASE;\n', v_readers, v_global) END);
+END
+$function$;
+
+CREATE OR REPLACE FUNCTION memgov.recompute_read_classes()
+ RETURNS void
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+BEGIN
+    IF EXISTS (SELECT FROM memgov.policy_versions v
+                WHERE v.active AND (memgov.read_class_source(v.org_id)).governed) THEN
         PERFORM memgov.engine_writes();
         UPDATE memgov.long_term_memory_items m
            SET read_class = memgov.read_class(m)
@@ -564,6 +689,30 @@ $body$$f$,
            AND (m.read_class >> 32) IS DISTINCT FROM memgov.read_epoch(m.org_id);
         PERFORM memgov.engine_writes_done();
     END IF;
+END
+$function$;
+
+CREATE OR REPLACE FUNCTION memgov.rebuild_dispatch()
+ RETURNS void
+ LANGUAGE plpgsql
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+BEGIN
+    PERFORM memgov.dispatch_decide();
+    PERFORM memgov.dispatch_explain_decision();
+    PERFORM memgov.dispatch_retention_rule();
+    PERFORM memgov.dispatch_policy_settings();
+    PERFORM memgov.dispatch_retention_held();
+    PERFORM memgov.dispatch_reads_governed();
+    IF memgov.dispatch_search_config() THEN
+        PERFORM memgov.reindex_search_config();
+    END IF;
+    PERFORM memgov.dispatch_sample_rate();
+    PERFORM memgov.drop_unsampled_replays();
+    PERFORM memgov.dispatch_read_class();
+    PERFORM memgov.dispatch_read_epoch();
+    PERFORM memgov.dispatch_read_classes();
+    PERFORM memgov.recompute_read_classes();
     PERFORM memgov.rebuild_shadow_dispatch();
 END
 $function$;
@@ -6333,6 +6482,36 @@ DROP FUNCTION memgov.read_classes(boolean);
 DROP FUNCTION memgov.read_epoch(text);
 
 DROP FUNCTION memgov.read_class(memgov.long_term_memory_items);
+
+DROP FUNCTION memgov.recompute_read_classes();
+
+DROP FUNCTION memgov.dispatch_read_classes();
+
+DROP FUNCTION memgov.dispatch_read_epoch();
+
+DROP FUNCTION memgov.dispatch_read_class();
+
+DROP FUNCTION memgov.read_class_source(text);
+
+DROP FUNCTION memgov.drop_unsampled_replays();
+
+DROP FUNCTION memgov.dispatch_sample_rate();
+
+DROP FUNCTION memgov.reindex_search_config();
+
+DROP FUNCTION memgov.dispatch_search_config();
+
+DROP FUNCTION memgov.dispatch_reads_governed();
+
+DROP FUNCTION memgov.dispatch_retention_held();
+
+DROP FUNCTION memgov.dispatch_policy_settings();
+
+DROP FUNCTION memgov.dispatch_retention_rule();
+
+DROP FUNCTION memgov.dispatch_explain_decision();
+
+DROP FUNCTION memgov.dispatch_decide();
 
 DROP FUNCTION memgov.decide_definition();
 

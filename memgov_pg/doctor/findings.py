@@ -90,7 +90,7 @@ def role_list(names: Iterable[str]) -> str:
 
 
 def fetch_rows(conn: psycopg.Connection[Any], name: str, params: dict[str, Any] | None = None) -> list[dict[str, Any]]:
-    """The rows of a named query (sql/queries.sql) as dicts."""
+    """The rows of a named query (sql/queries/) as dicts."""
     cur = conn.execute(query(name), params)
     columns = [c.name for c in cur.description or ()]
     return [dict(zip(columns, row, strict=True)) for row in cur.fetchall()]

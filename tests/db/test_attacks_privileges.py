@@ -352,3 +352,23 @@ def test_x_no_memgov_object_is_owned_by_a_login_role(su):
         " WHERE p.pronamespace = 'memgov'::regnamespace AND r.rolcanlogin"
     ).fetchall()
     assert owned == []
+
+
+# == rebuild_dispatch's generators and steps are the engine's ===================================
+
+#: Each rewrites a dispatcher, or the stored rows that follow one (search config, replay
+#: samples, read classes): a client that could call one would reroute or rewrite its tenant.
+REBUILD_PARTS = """dispatch_decide dispatch_explain_decision dispatch_retention_rule dispatch_policy_settings
+dispatch_retention_held dispatch_reads_governed dispatch_search_config reindex_search_config dispatch_sample_rate
+drop_unsampled_replays dispatch_read_class dispatch_read_epoch dispatch_read_classes recompute_read_classes""".split()
+
+
+@pytest.mark.parametrize(
+    "call", [*(f"SELECT memgov.{name}()" for name in REBUILD_PARTS), "SELECT memgov.read_class_source('acme')"]
+)
+@pytest.mark.parametrize("role", ["writer", "reviewer"])
+def test_x_rebuild_dispatch_generators_and_steps_refuse_clients(su, login, logins, role, call):
+    seed(su, "allowed")
+    conn = login(getattr(logins, role))
+    with refused(su, "42501"):
+        conn.execute(call)

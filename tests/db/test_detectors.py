@@ -1,4 +1,4 @@
-"""Content detectors and risk scoring (sql/020_detectors.sql) against real PostgreSQL.
+"""Content detectors and risk scoring (sql/020_detectors.sql, sql/021_risk.sql) against real PostgreSQL.
 
 The labelled corpus lives in tests/cases/detectors/*.yaml. Each detector is
 evaluated over the whole corpus in one query; precision and recall are

@@ -102,8 +102,8 @@ def wheel(installed) -> Path:
 @BUILDS_THE_WHEEL
 def test_wheel_contains_sql_and_migrations(wheel):
     names = set(zipfile.ZipFile(wheel).namelist())
-    for path in sorted((REPO / "sql").glob("*.sql")):
-        assert f"memgov_pg/sql/{path.name}" in names
+    for path in sorted((REPO / "sql").rglob("*.sql")):  # the named queries too (sql/queries/)
+        assert f"memgov_pg/sql/{path.relative_to(REPO / 'sql').as_posix()}" in names
     for path in sorted((REPO / "alembic").rglob("*")):
         if path.is_file() and "__pycache__" not in path.parts:
             assert f"memgov_pg/alembic/{path.relative_to(REPO / 'alembic')}" in names

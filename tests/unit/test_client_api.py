@@ -1,5 +1,5 @@
 """Every surface of the client API against its one description (memgov_pg/api.py): the engines,
-the SQLAlchemy statements, sql/queries.sql, doctor's allow-lists and docs/reference.md's function
+the SQLAlchemy statements, sql/queries/, doctor's allow-lists and docs/reference.md's function
 table. A surface that lacks a described function fails here, unless the description says why.
 (The catalog itself is held to the description by tests/db/test_client_api.py.)"""
 
@@ -64,7 +64,7 @@ def test_the_sqlalchemy_statements_carry_it(f):
 def test_its_named_query_calls_it(f):
     assert f.query is not None
     text = queries().get(f.query)
-    assert text is not None, f"sql/queries.sql has no query named {f.query}"
+    assert text is not None, f"sql/queries/ has no query named {f.query}"
     assert f"memgov.{f.name}(" in text
 
 
