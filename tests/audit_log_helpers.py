@@ -18,6 +18,7 @@ from psycopg import conninfo, sql
 from memgov_pg.compiler import compile_policy
 from memgov_pg.policy import load_policy
 from tests.clean_slate import fresh
+from tests.waiting import wait_for
 
 ORG = "acme"
 
@@ -102,7 +103,23 @@ def write(conn: psycopg.Connection[Any], text: str = "likes green tea") -> int:
 
 
 def writes(conn: psycopg.Connection[Any], n: int) -> list[int]:
-    return [write(conn, f"fact number {i}") for i in range(n)]
+    """``n`` governed INSERTs, each its own transaction; returns once all of them are sealable."""
+    ids = [write(conn, f"fact number {i}") for i in range(n)]
+    if conn.autocommit:
+        sealable(conn)
+    return ids
+
+
+def sealable(conn: psycopg.Connection[Any]) -> None:
+    """Wait until every transaction that began before now has ended, so that the seal's
+    horizon (the oldest running transaction) is past them. Any transaction of the cluster
+    holds it back while it runs, an autovacuum's ANALYZE of another database included: on
+    a loaded machine one may still be running when the test seals."""
+    target = conn.execute("SELECT pg_snapshot_xmax(pg_current_snapshot())::text").fetchone()[0]
+    wait_for(
+        lambda: conn.execute("SELECT pg_snapshot_xmin(pg_current_snapshot()) >= %s::xid8", (target,)).fetchone()[0],
+        "the transactions before the seal to end",
+    )
 
 
 def seal(conn: psycopg.Connection[Any], batch_rows: int | None = None) -> dict[str, Any]:
