@@ -50,6 +50,7 @@ from psycopg_pool import AsyncConnectionPool, ConnectionPool
 from .decisions import Decision
 from .engine import _translate
 from .errors import ConflictError, MemgovError, NotFoundError
+from .langgraph_batch import BatchedStore
 from .langgraph_index import (
     Vectors,
     aembed_put,
@@ -411,8 +412,9 @@ class MemgovStore(_Common, SyncTTL, BaseStore):
         return await asyncio.get_running_loop().run_in_executor(None, self.batch, list(ops))
 
 
-class AsyncMemgovStore(_Common, AsyncTTL, BaseStore):
-    """:class:`MemgovStore` for asyncio, over an async connection or pool."""
+class AsyncMemgovStore(_Common, AsyncTTL, BatchedStore):
+    """:class:`MemgovStore` for asyncio, over an async connection or pool. Concurrent calls
+    (``aget``, ``aput`` ...) are run in batches, each put apart (:mod:`memgov_pg.langgraph_batch`)."""
 
     supports_ttl = True
 
@@ -430,7 +432,6 @@ class AsyncMemgovStore(_Common, AsyncTTL, BaseStore):
         self._init(org_id, index, ttl, describe)
         self.conn = conn
         self.lock = asyncio.Lock()
-        self.loop = asyncio.get_running_loop()
 
     @classmethod
     @asynccontextmanager
@@ -490,17 +491,26 @@ class AsyncMemgovStore(_Common, AsyncTTL, BaseStore):
         results: list[Result] = [None] * count
         reads = [(i, op) for i, op in ordered if not isinstance(op, PutOp)]
         if reads:
-            vectors = await aembed_queries(self.embeddings, self.index_config, reads)
-            async with self._transaction() as cur:
-                refresh: list[Any] = []
-                for idx, op in reads:
-                    results[idx] = await self._read(cur, op, refresh, vectors.get(idx))
-                if refresh:  # the TTLs of what the reads returned start again, in their transaction
-                    await cur.execute(query("store_refresh_ttl"), {"memory_ids": refresh})
+            for (idx, _), result in zip(reads, await self._read_batch([op for _, op in reads]), strict=True):
+                results[idx] = result
         for _, put in ordered:
             if isinstance(put, PutOp):
                 await self._put(put)
         return results
+
+    async def _read_batch(self, ops: Sequence[Op]) -> list[Result]:
+        """Reads ``ops`` in one transaction, and starts again the TTLs of what they returned."""
+        reads = list(enumerate(ops))
+        vectors = await aembed_queries(self.embeddings, self.index_config, reads)
+        async with self._transaction() as cur:
+            refresh: list[Any] = []
+            results = [await self._read(cur, op, refresh, vectors.get(idx)) for idx, op in reads]
+            if refresh:  # the TTLs of what the reads returned start again, in their transaction
+                await cur.execute(query("store_refresh_ttl"), {"memory_ids": refresh})
+        return results
+
+    def _put_workers(self) -> int:
+        return self.conn.max_size if isinstance(self.conn, AsyncConnectionPool) else 1
 
     async def _read(
         self, cur: psycopg.AsyncCursor[Any], op: Op, refresh: list[Any], vector: list[float] | None = None
@@ -577,14 +587,3 @@ class AsyncMemgovStore(_Common, AsyncTTL, BaseStore):
                 raise
         if decision is not None:  # after the commit: a denial's log row stays
             decision.raise_for()
-
-    def batch(self, ops: Iterable[Op]) -> list[Result]:
-        """:meth:`abatch` on the store's event loop, from another thread."""
-        try:
-            if asyncio.get_running_loop() is self.loop:
-                raise asyncio.InvalidStateError(
-                    "synchronous calls to AsyncMemgovStore are for other threads: use the a-methods (aget, aput ...)"
-                )
-        except RuntimeError:
-            pass
-        return asyncio.run_coroutine_threadsafe(self.abatch(ops), self.loop).result()
