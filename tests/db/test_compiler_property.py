@@ -397,6 +397,7 @@ def test_compiled_policy_decides_like_the_reference(
     check_in_every_mode(conn, doc, specs, EXAMPLES)
 
 
+@pytest.mark.slow(reason="a few random policies, each deployed in three modes: 3-4 s")
 @_settings(FEW)
 @given(doc=policy_doc(), specs=st.lists(ITEM, min_size=20, max_size=40))
 def test_a_few_compiled_policies_decide_like_the_reference(

@@ -60,6 +60,7 @@ def conn(memgov_dsn: str) -> Iterator[psycopg.Connection[Any]]:
         yield c
 
 
+@pytest.mark.slow(reason="40 random policies with 15-30 writes each: 12-20 s")
 @settings(
     max_examples=int(os.environ.get("MEMGOV_PROPERTY_EXAMPLES", "40")),
     deadline=None,
