@@ -461,6 +461,7 @@ def check_policy(conn: psycopg.Connection[Any], doc: dict[str, Any], specs: list
     assert not mismatches, f"now() = {now.isoformat()}\npolicy:\n{text}\n" + "\n".join(mismatches[:5])
 
 
+@pytest.mark.slow(reason="reads what the slow property test above recorded: skipped without it")
 def test_the_property_test_is_not_vacuous() -> None:
     """The random policies really exercised rule matches, misses, strict mode and the operators."""
     if not SEEN:
