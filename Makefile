@@ -5,6 +5,12 @@ PYTEST ?= $(BIN)/python -m pytest
 
 .PHONY: setup demo test test-fast bench lint up down clean
 
+# pytest keeps each test module with its asserts rewritten in __pycache__ and reads it back
+# while the source is unchanged; PYTHONDONTWRITEBYTECODE (set by some shells and images) stops
+# that, and every pytest process (each xdist worker too) then rewrites ~200 modules again:
+# 10 s of CPU per process on a 2-core machine. The targets below write the caches.
+unexport PYTHONDONTWRITEBYTECODE
+
 # scripts/setup installs what a target needs: `demo` PostgreSQL 15 + pg_cron,
 # `test` also plpgsql_check (its tests are skipped when it cannot be installed).
 setup:

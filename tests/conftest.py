@@ -5,10 +5,13 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 import psycopg
 import pytest
+
+from tests.kept_session import KeptSession
 
 if TYPE_CHECKING:  # imported by pytest as a plugin below: importing it here first would skip its assert rewriting
     from memgov_pg.testing import Server
@@ -17,6 +20,24 @@ if TYPE_CHECKING:  # imported by pytest as a plugin below: importing it here fir
 pytest_plugins = ["memgov_pg.testing", "tests.attack_helpers"]
 
 PLPGSQL_CHECK_PACKAGE = "postgresql-15-plpgsql-check"
+
+
+@pytest.fixture(scope="module")
+def kept_session(memgov_dsn: str) -> Iterator[KeptSession]:
+    """The superuser session this module's tests share while they leave it as opened (tests/kept_session.py)."""
+    kept = KeptSession(memgov_dsn)
+    try:
+        yield kept
+    finally:
+        kept.close()
+
+
+@pytest.fixture
+def db_conn(kept_session: KeptSession) -> Iterator[psycopg.Connection[Any]]:
+    """An autocommit superuser connection to this module's migrated database (memgov_pg.testing's
+    fixture, but a session that the previous test left as it was opened is handed on)."""
+    yield kept_session.take()
+    kept_session.give_back()
 
 
 def _can_install_packages() -> bool:

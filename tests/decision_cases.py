@@ -39,12 +39,12 @@ from pathlib import Path
 from typing import Any
 
 import psycopg
-import yaml
 from psycopg.types.json import Jsonb
 
 from memgov_pg.compiler import compile_policy
 from memgov_pg.deploy import pg_regex_checker
 from memgov_pg.policy import load_policy
+from tests import yaml_text
 
 ROOT = Path(__file__).resolve().parents[1]
 CASES_DIR = ROOT / "tests" / "cases" / "decisions"
@@ -59,7 +59,7 @@ _RELATIVE = re.compile(r"^now\(\) - (\d+) (minute|hour|day|week)s?$")
 def load_groups() -> list[tuple[str, dict[str, Any]]]:
     groups = []
     for path in sorted(CASES_DIR.glob("*.yaml")):
-        for group in yaml.safe_load(path.read_text(encoding="utf-8")):
+        for group in yaml_text.safe_load(path.read_text(encoding="utf-8")):
             assert set(group) <= GROUP_KEYS, f"{path.name}: unknown keys {set(group) - GROUP_KEYS}"
             for case in group["cases"]:
                 assert set(case) <= CASE_KEYS, f"{path.name}: unknown keys {set(case) - CASE_KEYS}"

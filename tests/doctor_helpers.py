@@ -78,8 +78,6 @@ def dsn(memgov_dsn: str, memgov_server: Any) -> Iterator[str]:
     try:
         yield memgov_dsn
     finally:
-        if memgov_server.has_pg_cron:
-            run_memgov("retention", "unschedule", "--dsn", memgov_dsn)
         with psycopg.connect(memgov_dsn, autocommit=True) as conn:
             drop_roles(conn)
 
@@ -91,9 +89,15 @@ def admin(dsn: str) -> Iterator[psycopg.Connection[Any]]:
 
 
 @pytest.fixture(scope="module")
-def baseline(dsn: str, memgov_server: Any) -> set[Key]:
-    """What doctor says once the sweep is scheduled (clean: test_a_scheduled_database_is_clean)."""
+def baseline(dsn: str, memgov_server: Any) -> Iterator[set[Key]]:
+    """What doctor says once the sweep is scheduled (clean: test_a_scheduled_database_is_clean);
+    the sweep is unscheduled again after the module. (Only the tests that ask for it run the
+    command: a module's fast tests start no process.)"""
     if memgov_server.has_pg_cron:
         scheduled = run_memgov("retention", "schedule", "--dsn", dsn)
         assert scheduled.returncode == 0, scheduled.stderr
-    return keys(doctor(dsn)[1])
+    try:
+        yield keys(doctor(dsn)[1])
+    finally:
+        if memgov_server.has_pg_cron:
+            run_memgov("retention", "unschedule", "--dsn", dsn)

@@ -106,6 +106,7 @@ def ids_named_in_the_log(su: psycopg.Connection[Any], memory_id: uuid.UUID) -> l
     return [r[0] for r in rows]
 
 
+@pytest.mark.slow(reason="a tripwire for every name memgov uses: 3 s")
 def test_tripwires_in_pg_temp_named_like_anything_memgov_names_are_never_reached(su, login, logins):
     writer, reviewer = login(logins.writer), login(logins.reviewer)
     for conn in (writer, reviewer):

@@ -397,6 +397,7 @@ def test_compiled_policy_decides_like_the_reference(
     check_in_every_mode(conn, doc, specs, EXAMPLES)
 
 
+@pytest.mark.slow(reason="a few random policies, each deployed in three modes: 3-4 s")
 @_settings(FEW)
 @given(doc=policy_doc(), specs=st.lists(ITEM, min_size=20, max_size=40))
 def test_a_few_compiled_policies_decide_like_the_reference(
@@ -460,6 +461,7 @@ def check_policy(conn: psycopg.Connection[Any], doc: dict[str, Any], specs: list
     assert not mismatches, f"now() = {now.isoformat()}\npolicy:\n{text}\n" + "\n".join(mismatches[:5])
 
 
+@pytest.mark.slow(reason="reads what the slow property test above recorded: skipped without it")
 def test_the_property_test_is_not_vacuous() -> None:
     """The random policies really exercised rule matches, misses, strict mode and the operators."""
     if not SEEN:

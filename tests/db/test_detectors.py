@@ -16,9 +16,9 @@ from typing import Any
 
 import psycopg
 import pytest
-import yaml
 from psycopg.types.json import Jsonb
 
+from tests import yaml_text
 from tests.detector_scoring import Score
 
 CASES_DIR = pathlib.Path(__file__).resolve().parents[1] / "cases" / "detectors"
@@ -73,7 +73,7 @@ def load_corpus() -> list[Case]:
     """Read and check every tests/cases/detectors/*.yaml entry."""
     cases: list[Case] = []
     for path in sorted(CASES_DIR.glob("*.yaml")):
-        entries = yaml.safe_load(path.read_text(encoding="utf-8"))
+        entries = yaml_text.safe_load(path.read_text(encoding="utf-8"))
         assert isinstance(entries, list), f"{path.name}: expected a list of cases"
         for index, entry in enumerate(entries, start=1):
             where = f"{path.name}#{index}"

@@ -6,13 +6,14 @@ import os
 from pathlib import Path
 
 import pytest
-import yaml
+
+from tests import yaml_text
 
 REPO = Path(__file__).resolve().parents[2]
 
 
 def _compose() -> dict:
-    return yaml.safe_load((REPO / "docker-compose.yml").read_text(encoding="utf-8"))
+    return yaml_text.safe_load((REPO / "docker-compose.yml").read_text(encoding="utf-8"))
 
 
 def test_compose_database_has_pg_cron_and_a_healthcheck():

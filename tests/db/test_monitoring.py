@@ -19,7 +19,6 @@ from typing import Any
 
 import psycopg
 import pytest
-import yaml
 from psycopg import sql
 
 from memgov_pg.cluster import free_port
@@ -27,6 +26,7 @@ from memgov_pg.compiler import compile_policy
 from memgov_pg.deploy import pg_regex_checker
 from memgov_pg.policy import load_policy
 from memgov_pg.resources import exporter_queries
+from tests import yaml_text
 from tests.attack_helpers import ORG, POLICY, Logins, as_json, deploy_policies, insert, item, login_dsn
 from tests.decision_cases import wipe
 from tests.waiting import wait_for
@@ -167,7 +167,7 @@ def test_views_are_read_by_index(db_conn: psycopg.Connection[Any], written: dict
 
 
 def queries_file() -> dict[str, Any]:
-    queries = yaml.safe_load(QUERIES.read_text(encoding="utf-8"))
+    queries = yaml_text.safe_load(QUERIES.read_text(encoding="utf-8"))
     assert isinstance(queries, dict) and queries
     return queries
 

@@ -10,12 +10,12 @@ from xml.etree import ElementTree
 
 import psycopg
 import pytest
-import yaml
 from jsonschema import Draft202012Validator
 from psycopg import conninfo
 
 from memgov_pg.deploy import deploy
 from memgov_pg.resources import shipped_policy_files
+from tests import yaml_text
 from tests.cli_helpers import assert_one_line_error, run_memgov
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -51,7 +51,7 @@ def catalog(conn: psycopg.Connection[Any]) -> tuple[Any, ...]:
 def test_every_shipped_policy_passes_its_tests(memgov_dsn, policy):
     tests = policy.with_name(f"{policy.stem}.test.yaml")
     assert tests.is_file(), f"{policy.relative_to(ROOT)} ships without {tests.name}"
-    assert not list(Draft202012Validator(SCHEMA).iter_errors(yaml.safe_load(tests.read_text())))
+    assert not list(Draft202012Validator(SCHEMA).iter_errors(yaml_text.safe_load(tests.read_text())))
     result = run_memgov("test", str(policy), "--dsn", memgov_dsn)
     assert result.returncode == 0, result.stdout + result.stderr
     assert " 0 failed" in result.stdout
@@ -62,7 +62,7 @@ def test_every_shipped_policy_passes_its_tests(memgov_dsn, policy):
 def test_a_shipped_policy_is_tested_by_name_as_deploy_takes_it(memgov_dsn, tmp_path, name):
     # from a directory holding no policy: the name resolves to the shipped file and its tests
     stem = name.removesuffix(".yaml")
-    cases = yaml.safe_load((ROOT / "policies" / f"{stem}.test.yaml").read_text())["cases"]
+    cases = yaml_text.safe_load((ROOT / "policies" / f"{stem}.test.yaml").read_text())["cases"]
     result = run_memgov("test", name, "--json", "--dsn", memgov_dsn, cwd=tmp_path)
     assert result.returncode == 0, result.stdout + result.stderr
     report = json.loads(result.stdout)

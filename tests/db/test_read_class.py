@@ -28,6 +28,7 @@ from psycopg.types.json import Jsonb
 from memgov_pg.compiler import compile_policy
 from memgov_pg.deploy import pg_regex_checker
 from memgov_pg.policy import load_policy
+from tests import yaml_text
 from tests.attack_helpers import OTHER, Logins, insert, item, refused, seed, unchanged
 from tests.decision_cases import ROOT, load_groups, policy_text, reset_policies, resolve_times
 
@@ -86,7 +87,7 @@ def reader_policy(logins: Logins, version: str = "1.0.0", withheld: str = "assum
 
 def governing_reads(text: str) -> str:
     """The policy text, with a rule that makes it govern reads when it does not."""
-    doc = yaml.safe_load(text)
+    doc = yaml_text.safe_load(text)
     if not load_policy(text).governs_reads:
         doc["rules"] = [*doc.get("rules", []), GOVERN_READS]
     return yaml.safe_dump(doc, sort_keys=False, allow_unicode=True)

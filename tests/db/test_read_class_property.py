@@ -60,6 +60,7 @@ def conn(memgov_dsn: str) -> Iterator[psycopg.Connection[Any]]:
         yield c
 
 
+@pytest.mark.slow(reason="40 random policies with 15-30 writes each: 12-20 s")
 @settings(
     max_examples=int(os.environ.get("MEMGOV_PROPERTY_EXAMPLES", "40")),
     deadline=None,
@@ -107,6 +108,7 @@ def check(conn: psycopg.Connection[Any], doc: dict[str, Any], specs: list[dict[s
     assert not mismatches, f"policy:\n{text}\n" + "\n".join(mismatches[:5])
 
 
+@pytest.mark.slow(reason="reads what the slow property test above recorded: skipped without it")
 def test_the_read_class_property_test_is_not_vacuous() -> None:
     if not SEEN:
         pytest.skip("the property test did not run in this session")

@@ -138,6 +138,7 @@ def alive(su: psycopg.Connection[Any], prefix: str) -> int:
 # -- auto_delete: the candidates come from indexes ----------------------------------------------
 
 
+@pytest.mark.slow(reason="fills tables of thousands of rows: over 2 s")
 def test_the_same_due_rows_cost_the_same_in_a_table_twenty_times_larger(su):
     figures = {}
     for background in (2_000, 40_000):
@@ -154,6 +155,7 @@ def test_the_same_due_rows_cost_the_same_in_a_table_twenty_times_larger(su):
     assert large_blocks <= small_blocks * 1.1 + 50, figures
 
 
+@pytest.mark.slow(reason="fills tables of thousands of rows: over 2 s")
 def test_the_cost_per_swept_row_stays_flat_as_more_rows_are_due(su):
     per_row = {}
     for due in (300, 3_000):
@@ -165,6 +167,7 @@ def test_the_cost_per_swept_row_stays_flat_as_more_rows_are_due(su):
     assert per_row[3_000][1] <= per_row[300][1] * 1.2, per_row
 
 
+@pytest.mark.slow(reason="fills tables of thousands of rows: over 2 s")
 def test_an_age_rule_reads_the_created_at_range_only(su):
     deploy(su, policy_with(
         "  - {id: old-scratch, priority: 100, category: scratch, condition: {created_at: {older_than: 14 days}},\n"
@@ -312,6 +315,7 @@ SELECT 'remember', md5('log' || g)::uuid, 'acme', 'allow', true, '{ALLOWED}', '{
 """
 
 
+@pytest.mark.slow(reason="fills tables of thousands of rows: over 2 s")
 def test_sealing_reads_each_waiting_row_once_however_many_wait(su):
     per_row = {}
     for waiting in (2_000, 20_000):

@@ -17,10 +17,10 @@ from email.parser import Parser
 from pathlib import Path
 
 import pytest
-import yaml
 
 from memgov_pg import __version__
 from memgov_pg.migrate import current_revision, head_revision
+from tests import yaml_text
 
 REPO = Path(__file__).resolve().parents[2]
 README = REPO / "README.md"
@@ -172,4 +172,4 @@ def test_installed_wheel_migrates_deploys_tests_evaluates_and_checks(installed, 
 
 
 def _cases(name: str) -> list[object]:
-    return list(yaml.safe_load((REPO / "policies" / f"{name}.test.yaml").read_text())["cases"])
+    return list(yaml_text.safe_load((REPO / "policies" / f"{name}.test.yaml").read_text())["cases"])

@@ -15,10 +15,10 @@ import re
 from pathlib import Path
 
 import pytest
-import yaml
 
 from memgov_pg.policy import analyze_policy, basic_regex_check
 from memgov_pg.policy.findings import CODE_RE
+from tests import yaml_text
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "memgov_pg"
@@ -79,7 +79,7 @@ def test_the_docs_list_every_code_once_with_its_severity() -> None:
 def _corpus() -> list[str]:
     texts = []
     for path in sorted((ROOT / "tests" / "cases" / "policy").glob("*.yaml")):
-        texts += [case["policy"] for case in yaml.safe_load(path.read_text(encoding="utf-8"))]
+        texts += [case["policy"] for case in yaml_text.safe_load(path.read_text(encoding="utf-8"))]
     return texts
 
 

@@ -41,7 +41,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from memgov_pg.policy import (
     Policy,
@@ -54,6 +53,7 @@ from memgov_pg.policy import (
     validate_policy,
 )
 from memgov_pg.resources import shipped_policy_files
+from tests import yaml_text
 
 ROOT = Path(__file__).resolve().parents[2]
 CASES_DIR = ROOT / "tests" / "cases" / "policy"
@@ -82,7 +82,7 @@ CASE_KEYS = {"note", "policy", "want", "want_errors", "pg_rejects"}
 def _load_cases() -> list[Any]:
     params = []
     for path in sorted(CASES_DIR.glob("*.yaml")):
-        cases = yaml.safe_load(path.read_text(encoding="utf-8"))
+        cases = yaml_text.safe_load(path.read_text(encoding="utf-8"))
         assert isinstance(cases, list), f"{path.name}: a case file is a list of cases"
         for case in cases:
             params.append(pytest.param(case, id=f"{path.stem}: {case['note']}"))

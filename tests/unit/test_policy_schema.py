@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 from jsonschema import Draft202012Validator
 
 from memgov_pg.policy import (
@@ -29,6 +28,7 @@ from memgov_pg.policy.reader import RETENTION_KEYS, TOP_KEYS
 from memgov_pg.policy.reader_conditions import WHEN_KEYS
 from memgov_pg.policy.reader_rules import RULE_KEYS
 from memgov_pg.resources import shipped_policy_files
+from tests import yaml_text
 
 ROOT = Path(__file__).resolve().parents[2]
 POLICIES = ROOT / "policies"
@@ -80,14 +80,14 @@ def test_there_are_policies_to_check() -> None:
 
 @pytest.mark.parametrize("path", _policy_files(), ids=lambda p: str(p.relative_to(POLICIES)))
 def test_shipped_policy_matches_schema(validator: Draft202012Validator, path: Path) -> None:
-    document = yaml.safe_load(path.read_text(encoding="utf-8"))
+    document = yaml_text.safe_load(path.read_text(encoding="utf-8"))
     assert not _errors(validator, document)
 
 
 def _valid_corpus_policies() -> list[Any]:
     params = []
     for path in sorted(CASES_DIR.glob("*.yaml")):
-        for case in yaml.safe_load(path.read_text(encoding="utf-8")):
+        for case in yaml_text.safe_load(path.read_text(encoding="utf-8")):
             if "want" in case:
                 params.append(pytest.param(case["policy"], id=f"{path.stem}: {case['note']}"))
     return params
@@ -96,7 +96,7 @@ def _valid_corpus_policies() -> list[Any]:
 @pytest.mark.parametrize("text", _valid_corpus_policies())
 def test_schema_accepts_what_the_validator_accepts(validator: Draft202012Validator, text: str) -> None:
     assert analyze_policy(text).ok
-    assert not _errors(validator, yaml.safe_load(text))
+    assert not _errors(validator, yaml_text.safe_load(text))
 
 
 @pytest.mark.parametrize(
@@ -122,7 +122,7 @@ def test_schema_accepts_what_the_validator_accepts(validator: Draft202012Validat
     ],
 )
 def test_schema_flags_common_mistakes(validator: Draft202012Validator, text: str, where: str) -> None:
-    errors = _errors(validator, yaml.safe_load(text))
+    errors = _errors(validator, yaml_text.safe_load(text))
     assert any(e.startswith(where + ":") for e in errors), errors
     assert not analyze_policy(text).ok
 

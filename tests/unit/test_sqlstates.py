@@ -202,6 +202,7 @@ def listed(*origins: str) -> set[tuple[str, str]]:
     return {(s.code, level) for s in SQLSTATES if s.origin in origins for level in s.levels}
 
 
+@pytest.mark.slow(reason="reads every RAISE of sql/ and alembic/: 2-3 s")
 def test_the_sql_raises_what_is_listed():
     raised = raised_in(SQL_FILES + MIGRATIONS)
     known = listed("raised", "migration", "internal")
