@@ -14,6 +14,7 @@ from typing import Any
 
 import psycopg
 import pytest
+from psycopg.types.json import Jsonb
 
 from tests.attack_helpers import ORG
 from tests.recall_helpers import search
@@ -48,7 +49,8 @@ def fetched(conn: psycopg.Connection[Any]) -> int:
     conn.execute("SELECT pg_stat_force_next_flush()")  # flushed before the next statement's answer
     conn.execute("SELECT pg_stat_clear_snapshot()")
     row = conn.execute(
-        "SELECT coalesce(seq_tup_read, 0) + coalesce(idx_tup_fetch, 0) FROM pg_stat_user_tables WHERE relid = %s::regclass",
+        "SELECT coalesce(seq_tup_read, 0) + coalesce(idx_tup_fetch, 0)"
+        "  FROM pg_stat_user_tables WHERE relid = %s::regclass",
         (TABLE,),
     ).fetchone()
     assert row is not None
@@ -64,8 +66,8 @@ def measured(conn: psycopg.Connection[Any], **query: Any) -> tuple[list[Any], in
 
 @pytest.fixture
 def crowded(su: psycopg.Connection[Any], writer: psycopg.Connection[Any]) -> psycopg.Connection[Any]:
-    """The writer's tenant with 400 memories, then 20,000 memories of ten other tenants, every
-    one of which matches "needle"."""
+    """The superuser, the writer's tenant holding 400 memories (each test then adds 20,000 of ten
+    other tenants, every one of which matches "needle")."""
     load(su, TENANT_ROWS, ORG)
     return su
 
@@ -110,7 +112,7 @@ def test_the_plan_looks_the_tenant_up_in_the_index(crowded, writer):
         su.execute("SELECT set_config('memgov.org_id', %s, false)", (ORG,))
         for _ in range(8):
             plans.clear()
-            su.execute("SELECT count(*) FROM memgov.search(%s)", (psycopg.types.json.Jsonb({"text": "needle"}),))
+            su.execute("SELECT count(*) FROM memgov.search(%s)", (Jsonb({"text": "needle"}),))
             scans = [p for p in plans if "@@" in p and "ORDER BY score" in p]
             assert len(scans) == 1, plans
             plan = scans[0]
