@@ -38,6 +38,21 @@ GRANT memgov_policy TO memgov_owner;
 -- reads those two through memgov.cron_settings(), which runs as this role (sql/071_run_maintenance.sql)
 GRANT pg_read_all_settings TO memgov_settings_reader;
 
+-- btree_gin (contrib; trusted since PostgreSQL 13): a GIN index may then lead with a plain
+-- column, so the full-text index leads with the tenant and a search reads its own tenant's
+-- matches only (sql/010_schema.sql). One per database: where it is installed already it
+-- stays where it is; else it gets a schema of its own, which no client may use (the index
+-- calls its functions by oid).
+DO $btree_gin$
+BEGIN
+    IF NOT EXISTS (SELECT FROM pg_catalog.pg_extension WHERE extname = 'btree_gin') THEN
+        CREATE SCHEMA memgov_btree_gin;
+        REVOKE ALL ON SCHEMA memgov_btree_gin FROM PUBLIC;
+        CREATE EXTENSION btree_gin SCHEMA memgov_btree_gin;
+    END IF;
+END
+$btree_gin$;
+
 CREATE SCHEMA memgov AUTHORIZATION memgov_owner;
 -- The revision it is at ends the comment: memgov_pg.migrate.locate reads it where a host's
 -- Alembic history records memgov's revision only through a host revision's depends_on.

@@ -91,9 +91,11 @@ CREATE INDEX long_term_memory_items_low_confidence_idx
 CREATE INDEX long_term_memory_items_created_at_idx
     ON memgov.long_term_memory_items (created_at, memory_id)
     WHERE retention_policy <> 'permanent_until_revoked';
--- memgov.search finds a text's matches here, then ranks them
-CREATE INDEX long_term_memory_items_search_vector_idx
-    ON memgov.long_term_memory_items USING gin (search_vector);
+-- memgov.search finds its tenant's matches of a text here, then ranks them: the tenant
+-- leads (btree_gin, sql/000_roles.sql), so a search reads the matches of its own tenant
+-- alone, not the whole table's; a search without a text finds the tenant's rows here too
+CREATE INDEX long_term_memory_items_tenant_search_idx
+    ON memgov.long_term_memory_items USING gin (org_id, search_vector);
 -- a LangGraph store's item: one memory per (tenant, namespace, key); also what its reads
 -- look up and list (a namespace prefix is a range of this index)
 CREATE UNIQUE INDEX long_term_memory_items_store_key_idx

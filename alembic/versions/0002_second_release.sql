@@ -4338,10 +4338,44 @@ ALTER TABLE memgov.long_term_memory_items ENABLE ALWAYS TRIGGER drop_vectors;
 ALTER TABLE memgov.long_term_memory_items ENABLE ALWAYS TRIGGER drop_vectors_truncated;
 RESET ROLE;
 
+-- search by tenant: the full-text index leads with the tenant (btree_gin), so that a
+-- search reads its own tenant's matches, not the whole table's (sql/000_roles.sql,
+-- sql/010_schema.sql). The new index is built before the old one goes: searches keep an
+-- index throughout (the table is locked against writes while it builds).
+DO $btree_gin$
+BEGIN
+    IF NOT EXISTS (SELECT FROM pg_catalog.pg_extension WHERE extname = 'btree_gin') THEN
+        CREATE SCHEMA memgov_btree_gin;
+        REVOKE ALL ON SCHEMA memgov_btree_gin FROM PUBLIC;
+        CREATE EXTENSION btree_gin SCHEMA memgov_btree_gin;
+    END IF;
+END
+$btree_gin$;
+CREATE INDEX long_term_memory_items_tenant_search_idx
+    ON memgov.long_term_memory_items USING gin (org_id, search_vector);
+DROP INDEX memgov.long_term_memory_items_search_vector_idx;
+
 -- the schema says which revision it is at (0001_initial said none)
 COMMENT ON SCHEMA memgov IS 'memgov-pg: governed long-term memory of AI agents (schema revision 0002_second_release)';
 
 -- migrate:downgrade
+-- search by tenant, undone first: the full-text index on the text alone again, and btree_gin
+-- removed where this revision installed it (its own schema), unless something else uses it now
+CREATE INDEX long_term_memory_items_search_vector_idx
+    ON memgov.long_term_memory_items USING gin (search_vector);
+DROP INDEX memgov.long_term_memory_items_tenant_search_idx;
+DO $btree_gin$
+BEGIN
+    IF EXISTS (SELECT FROM pg_catalog.pg_extension
+                WHERE extname = 'btree_gin' AND extnamespace::regnamespace::text = 'memgov_btree_gin') THEN
+        DROP EXTENSION btree_gin;
+        DROP SCHEMA memgov_btree_gin;
+    END IF;
+EXCEPTION
+    WHEN dependent_objects_still_exist THEN
+        RAISE NOTICE 'memgov: btree_gin stays installed in schema memgov_btree_gin: other objects use it';
+END
+$btree_gin$;
 -- langgraph vectors (issue 29), undone first: its triggers are on the memory table, whose
 -- columns change below (the trigger function goes with the generated block)
 SET ROLE memgov_owner;
