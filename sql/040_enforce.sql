@@ -279,11 +279,8 @@ BEGIN
         RETURN v_outcome;  -- a stored write: nothing to tell
     END IF;
     -- the decision as JSON is for errors, notices and the functions' results
-    v_outcome.decision := memgov.decision_json(p_decision)
-        || jsonb_build_object('decision_id', v_outcome.decision_id,
-                              'memory_id', p_item.memory_id,
-                              'request_id', v_outcome.request_id,
-                              'quarantine_id', v_outcome.quarantine_id);
+    v_outcome.decision := memgov.outcome_json(p_decision, v_outcome.decision_id, p_item.memory_id,
+                                              v_outcome.request_id, v_outcome.quarantine_id);
     CASE v_outcome.action
     WHEN 'allow' THEN
         NULL;
