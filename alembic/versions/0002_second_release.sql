@@ -224,26 +224,6 @@ CREATE OR REPLACE FUNCTION memgov.setting_defaults()
 RETURN '{"limits": {"archive_min_age": 31536000, "max_other_bytes": 16384, "max_fact_text_bytes": 65536}, "replay": {"keep": "7 days", "sample_rate": 0}, "search": {"text_config": "pg_catalog.simple"}, "feedback": {"reject_delta": -0.3, "confirm_delta": 0.1, "edit_confidence": 0.8, "reject_delete_below": 0.0}, "retention": {"schedule": "*/10 * * * *", "batch_size": 5000, "approval_ttl": "7 days", "confidence_floor": 0.3, "confidence_grace": "30 days"}, "risk_thresholds": {"low_max": 0.30, "high_max": 0.80, "medium_max": 0.60}}'::jsonb;
 GRANT EXECUTE ON FUNCTION memgov.setting_defaults() TO pg_monitor;
 
-CREATE OR REPLACE FUNCTION memgov.outcome_json(p_decision memgov.decision, p_decision_id bigint, p_memory_id uuid, p_request_id uuid, p_quarantine_id uuid)
- RETURNS jsonb
- LANGUAGE sql
- STABLE PARALLEL SAFE
-AS $function$
-    SELECT jsonb_build_object(
-        'action', p_decision.action,
-        'reason_codes', to_jsonb(p_decision.reason_codes),
-        'matched_rule_ids', to_jsonb(p_decision.matched_rule_ids),
-        'policy_version', p_decision.policy_version,
-        'mode', p_decision.mode,
-        'enforced', p_decision.enforced,
-        'risk_score', p_decision.risk_score,
-        'risk_level', p_decision.risk_level,
-        'decision_id', p_decision_id,
-        'memory_id', p_memory_id,
-        'request_id', p_request_id,
-        'quarantine_id', p_quarantine_id)
-$function$;
-
 CREATE OR REPLACE FUNCTION memgov.recorded_function(p_compiled_sql text, p_function text, OUT definition text, OUT body text)
  RETURNS record
  LANGUAGE plpgsql
@@ -1220,8 +1200,11 @@ BEGIN
         RETURN v_outcome;  -- a stored write: nothing to tell
     END IF;
     -- the decision as JSON is for errors, notices and the functions' results
-    v_outcome.decision := memgov.outcome_json(p_decision, v_outcome.decision_id, p_item.memory_id,
-                                              v_outcome.request_id, v_outcome.quarantine_id);
+    v_outcome.decision := memgov.decision_json(p_decision)
+        || jsonb_build_object('decision_id', v_outcome.decision_id,
+                              'memory_id', p_item.memory_id,
+                              'request_id', v_outcome.request_id,
+                              'quarantine_id', v_outcome.quarantine_id);
     CASE v_outcome.action
     WHEN 'allow' THEN
         NULL;
@@ -6567,8 +6550,6 @@ DROP FUNCTION memgov.dispatch_decide();
 DROP FUNCTION memgov.decide_definition();
 
 DROP FUNCTION memgov.recorded_function(text,text);
-
-DROP FUNCTION memgov.outcome_json(memgov.decision,bigint,uuid,uuid,uuid);
 
 DROP FUNCTION memgov.engine_writes_done();
 

@@ -17,10 +17,13 @@ from memgov_pg.revisions import BEGIN, END, Routine, changes, write_block
 
 VERSIONS = alembic_dir() / "versions"
 
-#: 0001_initial as released: neither file may ever change again
+#: 0001_initial as released, 0002_second_release as it landed on main (databases that follow
+#: main have run it): neither revision's files may ever change again
 RELEASED = {
     "0001_initial.sql": "51b945103294d428e405fd1fb92804950f85aa7cac7df7a68372ee342b7b69ed",
     "0001_initial.py": "7274ed853adc62d29f0e41a1b7bac4dadd49e69c22cea16bceb9582f00a42f78",
+    "0002_second_release.sql": "7f1a6b9ff6985889aff4790f3bc6117ca00647610e057198ca2c8d19d4ce3f2e",
+    "0002_second_release.py": "783e24ddc1a01f2b96912369f1fdf1cd339fa80fe48e92003bcd92b6d1dcb9b4",
 }
 
 
