@@ -21,7 +21,9 @@ from typing import Final
 
 from .errors import ExitCode, MemgovError
 
-#: The rule, as the SQL function memgov.is_tenant_id writes it.
+#: The rule as one pattern. The SQL function memgov.is_tenant_id tests the same rule as
+#: ``^[A-Za-z0-9][A-Za-z0-9._:-]*$`` and a length of at most 63, which PostgreSQL's regex
+#: engine matches several times faster than the counted ``{0,62}``.
 TENANT_ID_PATTERN: Final = r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,62}$"
 #: The same rule for Python; always used with fullmatch (``$`` would accept a trailing newline).
 TENANT_ID: Final = re.compile(TENANT_ID_PATTERN.removeprefix("^").removesuffix("$"))

@@ -56,7 +56,7 @@ $btree_gin$;
 CREATE SCHEMA memgov AUTHORIZATION memgov_owner;
 -- The revision it is at ends the comment: memgov_pg.migrate.locate reads it where a host's
 -- Alembic history records memgov's revision only through a host revision's depends_on.
-COMMENT ON SCHEMA memgov IS 'memgov-pg: governed long-term memory of AI agents (schema revision 0003_outcome_json)';
+COMMENT ON SCHEMA memgov IS 'memgov-pg: governed long-term memory of AI agents (schema revision 0004_tenant_check)';
 
 SET ROLE memgov_owner;
 

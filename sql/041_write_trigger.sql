@@ -321,14 +321,13 @@ CREATE FUNCTION memgov.flush_batch()
 RETURNS trigger
 LANGUAGE plpgsql
 AS $$
-DECLARE
-    v_batch  pg_catalog.text := pg_catalog.current_setting('memgov.batch', true);
 BEGIN
     -- (every name, type and operator qualified, and no SET clause, which would cost each
     -- statement 12k instructions: this runs as the statement's role, with its rights and
-    -- search_path, where a type of the client's pg_temp would come first;
-    -- strpos of NULL is NULL, and NULL is not > 0)
-    IF pg_catalog.strpos(v_batch, E'\x1e') OPERATOR(pg_catalog.>) 0 THEN
+    -- search_path, where a type of the client's pg_temp would come first; one expression,
+    -- no variable: PL/pgSQL prepares each anew in every transaction, and a single-row
+    -- write's statement finds nothing to list. strpos of NULL is NULL, and NULL is not > 0)
+    IF pg_catalog.strpos(pg_catalog.current_setting('memgov.batch', true), E'\x1e') OPERATOR(pg_catalog.>) 0 THEN
         PERFORM pg_catalog.set_config('memgov.batch', '', true);
         PERFORM memgov.list_shared(ARRAY(
             SELECT ROW(w.org_id, w.decision_id, pg_catalog.array_agg(w.memory_id ORDER BY w.memory_id))::memgov.shared_decision

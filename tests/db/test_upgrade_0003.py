@@ -66,7 +66,7 @@ def test_a_populated_0002_database_upgrades_to_0003(memgov_server: Any, logins: 
             assert sealed["ok"] and sealed["unsealed_rows"] == 0, sealed
             assert before["decision_log_seals"] > 0 and before["approval_requests"] == 1
 
-            upgrade(dsn)
+            upgrade(dsn, "0003_outcome_json")
             assert current_revision(dsn) == "0003_outcome_json"
             assert counts(su) == before
             report = su.execute("SELECT memgov.verify_decision_log()").fetchone()[0]

@@ -24,6 +24,8 @@ RELEASED = {
     "0001_initial.py": "7274ed853adc62d29f0e41a1b7bac4dadd49e69c22cea16bceb9582f00a42f78",
     "0002_second_release.sql": "7f1a6b9ff6985889aff4790f3bc6117ca00647610e057198ca2c8d19d4ce3f2e",
     "0002_second_release.py": "783e24ddc1a01f2b96912369f1fdf1cd339fa80fe48e92003bcd92b6d1dcb9b4",
+    "0003_outcome_json.sql": "5ac858de1419e47c5905965b8b20264ccb08320fce3132392d05eae6d71bff5d",
+    "0003_outcome_json.py": "d809ae6a0eeb4ecbb394352d515beefddc714fdb92a9d5c5fac1f7114c9871ba",
 }
 
 

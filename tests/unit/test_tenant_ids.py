@@ -6,6 +6,7 @@ No database: the CLI runs are usage errors that stop before any connection.
 from __future__ import annotations
 
 import dataclasses
+import re
 from pathlib import Path
 
 import pytest
@@ -73,9 +74,12 @@ def test_hostile_values_are_refused_in_one_line(value):
         assert "1 to 63 characters" in message  # the message says the rule
 
 
-def test_the_rule_is_the_sql_rule():
-    # memgov.is_tenant_id uses this pattern; Python's fullmatch is the same test
-    assert TENANT_ID_PATTERN == r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,62}$"
+@pytest.mark.parametrize("value", [*VALID, *(p.values[0] for p in HOSTILE), "a" * 63, "a" * 64, "-" + "a" * 62])
+def test_the_pattern_is_the_sql_functions_rule(value):
+    # memgov.is_tenant_id writes the rule as an unbounded pattern and a length (tests/db/
+    # test_attacks_tenants.py holds the SQL function to is_tenant_id); the two agree here
+    sql_form = re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._:-]*", value) is not None and len(value) <= 63
+    assert (re.fullmatch(TENANT_ID_PATTERN.strip("^$"), value) is not None) == sql_form == is_tenant_id(value)
 
 
 def test_invalid_tenant_id_is_a_usage_error():
