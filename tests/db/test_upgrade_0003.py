@@ -13,21 +13,17 @@ import psycopg
 import pytest
 
 from memgov_pg.deploy import deploy
-from memgov_pg.migrate import current_revision, upgrade
+from memgov_pg.migrate import upgrade
 from tests.attack_helpers import Logins, connect_login
+from tests.upgrade_helpers import sealed_upgrade
 
 ROOT = Path(__file__).resolve().parents[2]
-TABLES = ("long_term_memory_items", "decision_log", "approval_requests", "decision_log_seals")
 INSERT = (
     "INSERT INTO memgov.long_term_memory_items (org_id, category, fact_text, source, confidence) "
     "VALUES ('acme', %s, %s, 'agent_extracted', %s)"
 )
 OUTCOME_KEYS = {"action", "reason_codes", "matched_rule_ids", "policy_version", "mode", "enforced",
                 "risk_score", "risk_level", "decision_id", "memory_id", "request_id", "quarantine_id"}  # fmt: skip
-
-
-def counts(su: psycopg.Connection[Any]) -> dict[str, int]:
-    return {t: su.execute(f"SELECT count(*) FROM memgov.{t}").fetchone()[0] for t in TABLES}
 
 
 def held_write(writer: psycopg.Connection[Any], text: str) -> list[dict[str, Any]]:
@@ -59,18 +55,7 @@ def test_a_populated_0002_database_upgrades_to_0003(memgov_server: Any, logins: 
                 "SELECT 'acme', 'preference', 'Bulk fact ' || i, 'agent_extracted', 0.9 FROM generate_series(1, 50) i"
             )
             (before_outcome,) = held_write(writer, "Has a cat named Miso")
-        with psycopg.connect(dsn, autocommit=True) as su:
-            su.execute("CALL memgov.run_maintenance()")  # seals the log
-            before = counts(su)
-            sealed = su.execute("SELECT memgov.verify_decision_log()").fetchone()[0]
-            assert sealed["ok"] and sealed["unsealed_rows"] == 0, sealed
-            assert before["decision_log_seals"] > 0 and before["approval_requests"] == 1
-
-            upgrade(dsn, "0003_outcome_json")
-            assert current_revision(dsn) == "0003_outcome_json"
-            assert counts(su) == before
-            report = su.execute("SELECT memgov.verify_decision_log()").fetchone()[0]
-            assert report["ok"] and report["rows"] == sealed["rows"], report
+        sealed_upgrade(dsn, "0003_outcome_json")
 
         # the outcome a held write reports: 0002 merged two objects, 0003 builds one; same keys
         with connect_login(dsn, logins.writer) as writer:

@@ -12,11 +12,11 @@ import psycopg
 import pytest
 
 from memgov_pg.deploy import deploy
-from memgov_pg.migrate import current_revision, upgrade
+from memgov_pg.migrate import upgrade
 from tests.attack_helpers import Logins, connect_login
+from tests.upgrade_helpers import sealed_upgrade
 
 ROOT = Path(__file__).resolve().parents[2]
-TABLES = ("long_term_memory_items", "decision_log", "approval_requests", "decision_log_seals")
 INSERT = (
     "INSERT INTO memgov.long_term_memory_items (org_id, category, fact_text, source, confidence) "
     "VALUES (%s, %s, %s, 'agent_extracted', %s)"
@@ -26,10 +26,6 @@ BULK = (
     "SELECT 'acme', 'preference', %s || i, 'agent_extracted', 0.9 FROM generate_series(1, 20) i"
 )
 LONGEST = "a" * 63  # a tenant id at its longest; one character more is none
-
-
-def counts(su: psycopg.Connection[Any]) -> dict[str, int]:
-    return {t: su.execute(f"SELECT count(*) FROM memgov.{t}").fetchone()[0] for t in TABLES}
 
 
 def tenant_writes(dsn: str, writer: str) -> dict[str, str]:
@@ -68,18 +64,7 @@ def test_a_populated_0003_database_upgrades_to_0004(memgov_server: Any, logins: 
             writer.execute(BULK, ("Bulk fact before ",))
             writer.execute(INSERT, ("acme", "user_fact", "Has a cat named Miso", 0.6))  # held
         before_tenants = tenant_writes(dsn, logins.writer)
-        with psycopg.connect(dsn, autocommit=True) as su:
-            su.execute("CALL memgov.run_maintenance()")  # seals the log
-            before = counts(su)
-            sealed = su.execute("SELECT memgov.verify_decision_log()").fetchone()[0]
-            assert sealed["ok"] and sealed["unsealed_rows"] == 0, sealed
-            assert before["decision_log_seals"] > 0 and before["approval_requests"] == 1
-
-            upgrade(dsn, "0004_tenant_check")
-            assert current_revision(dsn) == "0004_tenant_check"
-            assert counts(su) == before
-            report = su.execute("SELECT memgov.verify_decision_log()").fetchone()[0]
-            assert report["ok"] and report["rows"] == sealed["rows"], report
+        sealed_upgrade(dsn, "0004_tenant_check")
 
         # the same tenant ids are stored and refused as before the upgrade
         assert before_tenants == {LONGEST: "stored", LONGEST + "a": "42501", "-acme": "42501", "acme\n": "42501"}
